@@ -1,0 +1,1 @@
+"""Fault injection: the Toxiproxy-compatible proxy layer, process faults and their schedules."""

@@ -1,0 +1,395 @@
+"""A real torchrun group (``python -m torch.distributed.run``) with a deadline and no leftovers.
+
+The agents run in their own sessions, each Python process of the group records its PID at
+start-up, and at the end (success, failure, deadline or test teardown) every recorded process
+is killed and verified gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from zephon_chaos.launch.elastic_errors import (
+    last_exception_line,
+    parse_summary,
+    read_error_file,
+)
+from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
+from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId
+from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
+from zephon_chaos.launch.spec import LaunchSpec
+
+# Variables of an enclosing launch that would mislead a nested torchrun.
+_INHERITED_LAUNCH_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_ERROR_FILE",
+    "ZEPHON_CHAOS_GROUP",
+    "ZEPHON_CHAOS_PID_DIR",
+)
+STATIC_PORT_ATTEMPTS = 5
+
+StackCollector = Callable[["TorchrunGroup"], dict[str, str]]
+
+
+class TorchrunGroup:
+    """One launch: start it, watch it, fault it, wait for it with a deadline, reap it."""
+
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        workdir: Path,
+        registry: ProcessRegistry | None = None,
+        on_deadline: StackCollector | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        spec.validate()
+        self.spec = spec
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.tmpdir = self.workdir / "tmp"
+        self.tmpdir.mkdir(mode=0o700, exist_ok=True)
+        pid_dir = self.workdir / "pids"
+        pid_dir.mkdir(mode=0o700, exist_ok=True)
+        self.registry = registry or ProcessRegistry(f"zc-{uuid.uuid4().hex[:12]}", pid_dir)
+        if registry is not None:
+            self.registry.pid_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.on_deadline = on_deadline
+        self.python = python
+        self.agents: list[subprocess.Popen[bytes]] = []
+        self.agent_logs: list[Path] = []
+        self.master_port: int | None = None
+        self._store_host: object | None = None
+        self._started_at = 0.0
+        self._result: GroupResult | None = None
+        self._attempt = 0
+
+    # ---- starting -------------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _INHERITED_LAUNCH_VARS}
+        pythonpath = [SPAWNHOOK_DIR]
+        if env.get("PYTHONPATH"):
+            pythonpath.append(env["PYTHONPATH"])
+        env.update(
+            {
+                "TMPDIR": str(self.tmpdir),
+                "GLOO_SOCKET_IFNAME": "lo",
+                "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": os.pathsep.join(pythonpath),
+            }
+        )
+        env.update(self.registry.env())
+        env.update(self.spec.env)
+        return env
+
+    def _agent_argv(self, node: int) -> list[str]:
+        spec = self.spec
+        log_dir = self.workdir / "logs" / f"agent{node}"
+        argv = [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(spec.nproc),
+            "--log-dir",
+            str(log_dir),
+            "--redirects",
+            "3",
+            "--max-restarts",
+            str(spec.max_restarts),
+            "--monitor-interval",
+            "0.1",
+        ]
+        if spec.path == "standalone":
+            argv += ["--standalone", "--nnodes", "1"]
+        elif spec.path == "static":
+            assert self.master_port is not None
+            argv += [
+                "--nnodes",
+                str(spec.nnodes),
+                "--node-rank",
+                str(node),
+                "--master-addr",
+                LOOPBACK,
+                "--master-port",
+                str(self.master_port),
+            ]
+        else:
+            host, port = self._rdzv_endpoint()
+            argv += [
+                "--nnodes",
+                str(spec.nnodes),
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                f"{host}:{port}",
+                "--rdzv-id",
+                self.registry.tag,
+                "--rdzv-conf",
+                "is_host=false,join_timeout=60",
+            ]
+        if spec.module:
+            argv += ["-m", str(spec.entry)]
+        else:
+            argv.append(str(spec.entry))
+        argv += list(spec.args)
+        return argv
+
+    def _rdzv_endpoint(self) -> tuple[str, int]:
+        if self._store_host is None:
+            from zephon_chaos.launch.store_host import StoreHost
+
+            self._store_host = StoreHost()
+        host, port = self._store_host.host, self._store_host.port  # type: ignore[attr-defined]
+        if self.spec.rdzv_endpoint_for is not None:
+            return self.spec.rdzv_endpoint_for(host, port)
+        return host, port
+
+    @property
+    def rendezvous_store(self) -> object | None:
+        """The hosted c10d rendezvous store (path ``c10d``), for tests that inspect it."""
+        return self._store_host
+
+    def start(self) -> TorchrunGroup:
+        if self.agents:
+            raise RuntimeError(f"group {self.spec.name!r} was already started")
+        self._started_at = time.monotonic()
+        self._spawn_agents()
+        return self
+
+    def _spawn_agents(self) -> None:
+        self._attempt += 1
+        if self.spec.path == "static":
+            self.master_port = candidate_port()
+        env = self.env()
+        self.agents, self.agent_logs = [], []
+        for node in range(self.spec.nnodes):
+            log = self.workdir / f"agent{node}-attempt{self._attempt}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    self._agent_argv(node),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=self.workdir,
+                    start_new_session=True,
+                )
+            self.registry.add(proc.pid)
+            self.agents.append(proc)
+            self.agent_logs.append(log)
+
+    # ---- watching and faulting -------------------------------------------------------------
+    def worker_records(self) -> dict[ProcId, dict[str, object]]:
+        """Spawn records of this group's processes (rank variables, parent, argv)."""
+        records: dict[ProcId, dict[str, object]] = {}
+        for entry in sorted(os.listdir(self.registry.pid_dir)):
+            pid, _, ticks = entry.partition("-")
+            try:
+                data = json.loads((self.registry.pid_dir / entry).read_text() or "{}")
+            except (OSError, ValueError):
+                data = {}
+            with contextlib.suppress(ValueError):
+                records[ProcId(int(pid), int(ticks))] = data
+        return records
+
+    def workers(self) -> dict[int, ProcId]:
+        """Global rank → the latest worker process of that rank (direct children of agents)."""
+        agent_pids = {a.pid for a in self.agents}
+        latest: dict[int, tuple[int, ProcId]] = {}
+        for pid_id, rec in self.worker_records().items():
+            if rec.get("ppid") not in agent_pids or rec.get("rank") is None:
+                continue
+            rank = int(str(rec["rank"]))
+            restart = int(str(rec.get("restart") or 0))
+            if rank not in latest or restart >= latest[rank][0]:
+                latest[rank] = (restart, pid_id)
+        return {rank: pid_id for rank, (_, pid_id) in latest.items()}
+
+    def signal_rank(self, rank: int, sig: int) -> ProcId:
+        """Send ``sig`` to the worker of ``rank``; raise if it is not running."""
+        target = self.workers().get(rank)
+        if target is None or not self.registry.signal(target, sig):
+            raise RuntimeError(f"rank {rank} of {self.spec.name!r} is not running; cannot signal")
+        return target
+
+    def signal_agent(self, node: int, sig: int) -> None:
+        agent = self.agents[node]
+        if agent.poll() is not None:
+            raise RuntimeError(f"agent {node} of {self.spec.name!r} already exited")
+        agent.send_signal(sig)
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self.registry.killed_by_us[agent.pid] = sig
+
+    def remaining_s(self) -> float:
+        return self.spec.deadline_s - (time.monotonic() - self._started_at)
+
+    # ---- ending ---------------------------------------------------------------------------
+    def wait(self) -> GroupResult:
+        if self._result is not None:
+            return self._result
+        if not self.agents:
+            self.start()
+        timed_out = False
+        stacks: dict[str, str] = {}
+        while True:
+            timed_out = not self._wait_agents()
+            if timed_out or not self._static_bind_failed():
+                break
+            if self._attempt >= STATIC_PORT_ATTEMPTS:
+                break
+            self.registry.kill_all()
+            self._spawn_agents()
+        if timed_out and self.on_deadline is not None:
+            try:
+                stacks = self.on_deadline(self)
+            except Exception as exc:  # diagnostics must never hide the timeout itself
+                stacks = {"stack capture": f"failed: {exc!r}"}
+        self.kill()
+        self._result = self._collect(timed_out, stacks)
+        return self._result
+
+    def run(self) -> GroupResult:
+        return self.start().wait()
+
+    def _wait_agents(self) -> bool:
+        """Wait for every agent until the deadline; False if it passed."""
+        for agent in self.agents:
+            remaining = self.remaining_s()
+            if remaining <= 0:
+                return all(a.poll() is not None for a in self.agents)
+            try:
+                agent.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                return False
+        return True
+
+    def _static_bind_failed(self) -> bool:
+        if self.spec.path != "static" or all(a.returncode == 0 for a in self.agents):
+            return False
+        return any(is_bind_failure(read_tail(log, 60)) for log in self.agent_logs)
+
+    def kill(self) -> list[ProcId]:
+        """Kill every process of the group (agents, workers, their children); return survivors."""
+        for alive in self.registry.survivors():
+            # Workers may die of their agent's death (PDEATHSIG): still the harness's doing.
+            self.registry.killed_by_us.setdefault(alive.pid, signal.SIGKILL)
+        for agent in self.agents:
+            if agent.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(agent.pid, signal.SIGKILL)
+                self.registry.killed_by_us.setdefault(agent.pid, signal.SIGKILL)
+        survivors = self.registry.kill_all()
+        for agent in self.agents:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                agent.wait(timeout=5)
+        if self._store_host is not None:
+            self._store_host.close()  # type: ignore[attr-defined]
+            self._store_host = None
+        return survivors
+
+    def _collect(self, timed_out: bool, stacks: dict[str, str]) -> GroupResult:
+        failures = {}
+        for log in self.agent_logs:
+            for f in parse_summary(read_tail(log, 400)):
+                failures[f.rank] = f
+        workers = self.workers()
+        records = self.worker_records()
+        ranks: list[RankOutcome] = []
+        first: RankOutcome | None = None
+        first_stamp = float("inf")
+        for rank in range(self.spec.world_size):
+            pid_id = workers.get(rank)
+            rec = records.get(pid_id, {}) if pid_id else {}
+            local = int(str(rec.get("local_rank") or rank % self.spec.nproc))
+            node = self._node_of(pid_id)
+            restart = int(str(rec.get("restart") or 0))
+            rank_dir = self._rank_log_dir(node, restart, local)
+            failure = failures.get(rank)
+            if failure is not None:
+                code: int | None = failure.exitcode
+            elif timed_out:
+                code = -signal.SIGKILL
+            elif pid_id is None:
+                code = None
+            else:
+                code = 0
+            outcome = RankOutcome(
+                rank=rank,
+                local_rank=local,
+                node=node,
+                pid=pid_id.pid if pid_id else None,
+                exitcode=code,
+                stdout=rank_dir / "stdout.log" if rank_dir else None,
+                stderr=rank_dir / "stderr.log" if rank_dir else None,
+                killed_by_harness=bool(pid_id and pid_id.pid in self.registry.killed_by_us),
+            )
+            stamp = float("inf")
+            error_file = failure.error_file if failure else None
+            if error_file is None and rank_dir is not None and (rank_dir / "error.json").exists():
+                error_file = rank_dir / "error.json"
+            if error_file is not None:
+                path = error_file if error_file.is_absolute() else self.workdir / error_file
+                outcome.error, outcome.traceback, when = read_error_file(path)
+                stamp = when if when is not None else stamp
+            elif code not in (0, None):
+                outcome.error = last_exception_line(outcome.tail("stderr", 200))
+            ranks.append(outcome)
+            is_root = failure is not None and failure.root_cause
+            if code not in (0, None) and (is_root or stamp < first_stamp or first is None):
+                if first is None or is_root or stamp < first_stamp:
+                    first, first_stamp = outcome, min(stamp, first_stamp)
+        notes = []
+        if self._attempt > 1:
+            notes.append(f"note: static port was busy; launched {self._attempt} times")
+        return GroupResult(
+            name=self.spec.name,
+            agent_returncodes=[a.returncode for a in self.agents],
+            ranks=ranks,
+            timed_out=timed_out,
+            duration_s=time.monotonic() - self._started_at,
+            workdir=self.workdir,
+            agent_logs=list(self.agent_logs),
+            first_failure=first,
+            stacks=stacks,
+            attempts=self._attempt,
+            notes=notes,
+        )
+
+    def _node_of(self, pid_id: ProcId | None) -> int:
+        if pid_id is None:
+            return 0
+        ppid = self.worker_records().get(pid_id, {}).get("ppid")
+        for node, agent in enumerate(self.agents):
+            if agent.pid == ppid:
+                return node
+        return 0
+
+    def _rank_log_dir(self, node: int, restart: int, local: int) -> Path | None:
+        base = self.workdir / "logs" / f"agent{node}"
+        matches = sorted(base.glob(f"*/attempt_{restart}/{local}"))
+        return matches[-1] if matches else None
+
+    def __enter__(self) -> TorchrunGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()

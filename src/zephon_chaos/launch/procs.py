@@ -1,0 +1,157 @@
+"""Every process a launch starts, recorded at spawn, and killed as a whole at the end.
+
+Three sources, so that no orphan escapes: the PIDs of the agents we spawn, the PIDs that each
+Python interpreter of the group writes at start-up (``_spawnhook``), and a scan for the group's
+environment tag (for non-Python children). Identity is (pid, start ticks), so a recycled PID is
+never mistaken for ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+TAG_VAR = "ZEPHON_CHAOS_GROUP"
+PID_DIR_VAR = "ZEPHON_CHAOS_PID_DIR"
+SPAWNHOOK_DIR = str(Path(__file__).with_name("_spawnhook"))
+
+
+@dataclass(frozen=True, order=True)
+class ProcId:
+    """A process identity that survives PID reuse: the PID and its start time in clock ticks."""
+
+    pid: int
+    ticks: int
+
+    def alive(self) -> bool:
+        """True while this very process exists and is not a zombie."""
+        ticks = start_ticks(self.pid)
+        if ticks is None or ticks != self.ticks:
+            return False
+        try:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def cmdline(self) -> str:
+        try:
+            return " ".join(psutil.Process(self.pid).cmdline())
+        except psutil.Error:
+            return "?"
+
+
+def start_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def proc_id(pid: int) -> ProcId | None:
+    ticks = start_ticks(pid)
+    return None if ticks is None else ProcId(pid, ticks)
+
+
+@dataclass
+class ProcessRegistry:
+    """The processes of one launch (or one test): recorded, scanned, killed, verified."""
+
+    tag: str
+    pid_dir: Path
+    known: set[ProcId] = field(default_factory=set)
+    killed_by_us: dict[int, int] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        """Variables that make every process of the group record itself and carry the tag."""
+        return {TAG_VAR: self.tag, PID_DIR_VAR: str(self.pid_dir)}
+
+    def add(self, pid: int) -> None:
+        pid_id = proc_id(pid)
+        if pid_id is not None:
+            self.known.add(pid_id)
+
+    def refresh(self) -> set[ProcId]:
+        """Merge the spawn records and a scan for the tag into ``known``; return it."""
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.listdir(self.pid_dir):
+                pid, _, ticks = entry.partition("-")
+                with contextlib.suppress(ValueError):
+                    self.known.add(ProcId(int(pid), int(ticks)))
+        self.known.update(scan_tag(self.tag))
+        return self.known
+
+    def survivors(self) -> list[ProcId]:
+        return sorted(p for p in self.refresh() if p.alive())
+
+    def signal(self, target: ProcId, sig: int) -> bool:
+        """Send ``sig`` to one recorded process (checked against PID reuse); True if sent."""
+        if not target.alive():
+            return False
+        try:
+            os.kill(target.pid, sig)
+        except ProcessLookupError:
+            return False
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            self.killed_by_us[target.pid] = sig
+        return True
+
+    def kill_all(self, grace_s: float = 0.0, deadline_s: float = 10.0) -> list[ProcId]:
+        """Kill every recorded process (SIGCONT first, so stopped ones die); return survivors.
+
+        Loops until nothing new appears: a dying agent may still spawn or re-parent children.
+        """
+        if grace_s > 0:
+            for p in self.survivors():
+                self.signal(p, signal.SIGTERM)
+            _wait_until(lambda: not self.survivors(), grace_s)
+        end = time.monotonic() + deadline_s
+        while True:
+            alive = self.survivors()
+            if not alive:
+                return []
+            for p in alive:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p.pid, signal.SIGKILL)
+                    self.killed_by_us.setdefault(p.pid, signal.SIGKILL)
+                    os.kill(p.pid, signal.SIGCONT)
+            if time.monotonic() > end:
+                return self.survivors()
+            _wait_until(lambda: not self.survivors(), 0.5)
+
+
+def scan_tag(tag: str) -> set[ProcId]:
+    """Processes whose environment carries ``ZEPHON_CHAOS_GROUP=tag`` (root or same user)."""
+    needle = f"{TAG_VAR}={tag}".encode() + b"\0"
+    found: set[ProcId] = set()
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                data = f.read() + b"\0"
+        except OSError:
+            continue
+        if needle in data:
+            pid_id = proc_id(int(name))
+            if pid_id is not None:
+                found.add(pid_id)
+    return found
+
+
+def _wait_until(predicate: object, timeout_s: float) -> bool:
+    """Poll a condition of the kernel's process table (no event exists for 'died elsewhere')."""
+    assert callable(predicate)
+    end = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True

@@ -1,0 +1,120 @@
+"""What a launch produced: per-rank outcomes in words, logs, the first failure, stacks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zephon_chaos.launch.exitcodes import describe
+
+
+@dataclass
+class RankOutcome:
+    rank: int
+    local_rank: int
+    node: int
+    pid: int | None
+    exitcode: int | None
+    stdout: Path | None = None
+    stderr: Path | None = None
+    error: str | None = None
+    traceback: str | None = None
+    killed_by_harness: bool = False
+
+    @property
+    def status(self) -> str:
+        text = describe(self.exitcode)
+        if self.exitcode == -9 and not self.killed_by_harness:
+            text += " (not sent by the harness: possibly the kernel's OOM killer)"
+        return text
+
+    def tail(self, stream: str = "stderr", lines: int = 30) -> str:
+        path = self.stderr if stream == "stderr" else self.stdout
+        return read_tail(path, lines)
+
+
+@dataclass
+class GroupResult:
+    name: str
+    agent_returncodes: list[int | None]
+    ranks: list[RankOutcome]
+    timed_out: bool
+    duration_s: float
+    workdir: Path
+    agent_logs: list[Path]
+    first_failure: RankOutcome | None = None
+    stacks: dict[str, str] = field(default_factory=dict)
+    attempts: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and all(rc == 0 for rc in self.agent_returncodes)
+
+    def rank(self, rank: int) -> RankOutcome:
+        for outcome in self.ranks:
+            if outcome.rank == rank:
+                return outcome
+        raise KeyError(f"no rank {rank} in {self.name} (ranks: {[r.rank for r in self.ranks]})")
+
+    def summary(self) -> str:
+        """A few lines a person can act on: who failed, how, and why."""
+        lines = [f"group {self.name!r}: " + self._verdict()]
+        for outcome in sorted(self.ranks, key=lambda r: r.rank):
+            lines.append(f"  rank {outcome.rank} (pid {outcome.pid}): {outcome.status}")
+        if self.first_failure is not None and self.first_failure.error:
+            ff = self.first_failure
+            lines.append(f"first failure: rank {ff.rank}: {ff.error}")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+    def report(self, tail_lines: int = 30) -> str:
+        """The summary, the first failure's traceback, every rank's log tail, and stacks."""
+        parts = [self.summary()]
+        ff = self.first_failure
+        if ff is not None and ff.traceback:
+            parts.append(f"--- rank {ff.rank} traceback ---\n{ff.traceback.rstrip()}")
+        for outcome in sorted(self.ranks, key=lambda r: r.rank):
+            for stream in ("stdout", "stderr"):
+                text = outcome.tail(stream, tail_lines)
+                if text.strip():
+                    parts.append(f"--- rank {outcome.rank} {stream} (last lines) ---\n{text}")
+        for i, path in enumerate(self.agent_logs):
+            text = read_tail(path, tail_lines)
+            if text.strip():
+                parts.append(f"--- agent {i} log (last lines) ---\n{text}")
+        for who, stack in self.stacks.items():
+            parts.append(f"--- stacks of {who} ---\n{stack.rstrip()}")
+        return "\n\n".join(parts)
+
+    def raise_for_status(self) -> GroupResult:
+        if not self.ok:
+            raise GroupFailed(self)
+        return self
+
+    def _verdict(self) -> str:
+        if self.timed_out:
+            return "passed its deadline; stacks captured and the whole tree killed"
+        if self.ok:
+            return f"succeeded in {self.duration_s:.1f}s"
+        codes = ", ".join(describe(rc) for rc in self.agent_returncodes)
+        return f"failed (agents: {codes})"
+
+
+class GroupFailed(AssertionError):
+    """A group that was expected to succeed did not; the message is the group's report."""
+
+    def __init__(self, result: GroupResult) -> None:
+        super().__init__(result.report())
+        self.result = result
+
+
+def read_tail(path: Path | None, lines: int) -> str:
+    if path is None or not path.exists():
+        return ""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - 64 * 1024))
+        data = f.read().decode(errors="replace")
+    return "\n".join(data.splitlines()[-lines:])

@@ -1,0 +1,59 @@
+"""What to launch: the entry point, the group's shape, the launch path, environment, deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+LaunchPath = Literal["standalone", "static", "c10d"]
+LAUNCH_PATHS: tuple[LaunchPath, ...] = ("standalone", "static", "c10d")
+
+
+@dataclass
+class LaunchSpec:
+    """One torchrun group.
+
+    ``path`` is how users start torchrun: ``standalone`` (``--standalone``), ``static``
+    (``--master-addr/--master-port``, the recipe demo's path) or ``c10d`` (``--rdzv-backend
+    c10d --rdzv-endpoint``, the ``run_train.sh`` path; the harness hosts the rendezvous store).
+    ``nnodes`` > 1 starts that many agents on this host.
+    """
+
+    entry: str | Path
+    args: Sequence[str] = ()
+    module: bool = False
+    nproc: int = 2
+    nnodes: int = 1
+    path: LaunchPath = "standalone"
+    env: dict[str, str] = field(default_factory=dict)
+    deadline_s: float = 120.0
+    max_restarts: int = 0
+    name: str = "group"
+    rdzv_endpoint_for: Callable[[str, int], tuple[str, int]] | None = None
+    """Maps the hosted rendezvous store's address to the one agents dial (a proxy, say)."""
+
+    def validate(self) -> None:
+        if self.path not in LAUNCH_PATHS:
+            raise ValueError(
+                f"unknown launch path {self.path!r}; choose one of {', '.join(LAUNCH_PATHS)}"
+            )
+        if self.nproc < 1:
+            raise ValueError(f"nproc must be at least 1, got {self.nproc}")
+        if self.nnodes < 1:
+            raise ValueError(f"nnodes must be at least 1, got {self.nnodes}")
+        if self.nnodes > 1 and self.path == "standalone":
+            raise ValueError(
+                "--standalone starts a single node; use path='c10d' or 'static' for nnodes > 1"
+            )
+        if self.deadline_s <= 0:
+            raise ValueError(f"deadline_s must be positive, got {self.deadline_s}")
+        if not self.module and not Path(self.entry).is_file():
+            raise FileNotFoundError(
+                f"launch entry {str(self.entry)!r} is not a file; pass module=True for a module"
+            )
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes

@@ -1,0 +1,1 @@
+"""Failure reports: pytest report sections, artifact files, JUnit properties."""

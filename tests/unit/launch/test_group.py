@@ -1,0 +1,83 @@
+"""The launcher on real torchrun groups: every launch path, failures in words, nothing left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zephon_chaos.launch import LAUNCH_PATHS
+
+pytestmark = pytest.mark.cpu
+
+SHAPES = [(path, 1, nproc) for path in LAUNCH_PATHS for nproc in (1, 2, 3)] + [
+    ("c10d", 2, 1),
+    ("static", 2, 1),
+]
+
+
+@pytest.mark.parametrize(("path", "nnodes", "nproc"), SHAPES)
+def test_every_launch_path_runs_a_gloo_group(
+    torchrun_group, allreduce_script: Path, tmp_path: Path, path: str, nnodes: int, nproc: int
+) -> None:
+    result = torchrun_group(
+        allreduce_script,
+        nproc=nproc,
+        nnodes=nnodes,
+        path=path,
+        env={"ALLREDUCE_OUT": str(tmp_path)},
+        deadline_s=90,
+    )
+    result.raise_for_status()
+    world = nproc * nnodes
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+    assert [r["world"] for r in reports] == [world] * world
+    assert {r["sum"] for r in reports} == {float(sum(range(world)))}
+    assert sorted(o.rank for o in result.ranks) == list(range(world))
+    assert all(o.exitcode == 0 and o.pid for o in result.ranks)
+    assert "sum=" in result.rank(world - 1).stdout.read_text()
+
+
+MISBEHAVIOURS = {
+    # how: (statuses the misbehaving rank may end with, text expected in the report).
+    # An exception can end in SIGABRT: gloo aborts in its destructor with a peer still waiting.
+    "exit3": (("exited 3",), "rank 1 exits 3 on purpose"),
+    "raise": (("exited 1", "killed by SIGABRT"), "RuntimeError: rank 1 fails on purpose"),
+    "sigkill": (("killed by SIGKILL",), "possibly the kernel's OOM killer"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(MISBEHAVIOURS))
+def test_a_failing_rank_is_reported_in_words(torchrun_group, allreduce_script: Path, how: str):
+    statuses, evidence = MISBEHAVIOURS[how]
+    result = torchrun_group(
+        allreduce_script, nproc=2, env={"ALLREDUCE_MISBEHAVE": f"1:{how}"}, deadline_s=60
+    )
+    assert not result.ok and not result.timed_out
+    assert result.first_failure is not None and result.first_failure.rank == 1
+    assert result.rank(1).status.startswith(statuses)
+    assert evidence in result.report()
+    assert result.duration_s < 60
+
+
+def test_a_hanging_rank_is_killed_at_the_deadline(torchrun_group, allreduce_script: Path):
+    group = torchrun_group.spawn(
+        allreduce_script, nproc=2, env={"ALLREDUCE_MISBEHAVE": "1:hang"}, deadline_s=12
+    )
+    result = group.wait()
+    assert result.timed_out and not result.ok
+    assert "passed its deadline" in result.summary()
+    assert "rank 1 hangs on purpose" in result.rank(1).tail("stdout")
+    assert all(o.killed_by_harness for o in result.ranks)
+    assert group.registry.survivors() == []
+    assert result.duration_s < 12 + 10
+
+
+def test_bad_launch_specs_fail_before_starting(torchrun_group, allreduce_script: Path, tmp_path):
+    with pytest.raises(ValueError, match="unknown launch path 'bogus'"):
+        torchrun_group(allreduce_script, path="bogus")
+    with pytest.raises(ValueError, match="nnodes > 1"):
+        torchrun_group(allreduce_script, nnodes=2, path="standalone")
+    with pytest.raises(FileNotFoundError, match="module=True"):
+        torchrun_group(tmp_path / "missing.py")
