@@ -1,0 +1,1 @@
+"""Subcommands of ``zephon-chaos``: one module each, with ``add_arguments`` and ``run``."""

@@ -1,0 +1,1 @@
+"""Oracles: verdicts with evidence, from records and checkpoints."""

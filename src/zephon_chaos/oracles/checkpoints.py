@@ -1,0 +1,84 @@
+"""Checkpoint invariants: one merged checkpoint, the same on every rank, covering all lanes.
+
+And Zephon's documented warning: a checkpoint whose per-lane counts are unequal (mid-window)
+warns; one on a window boundary does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from zephon_chaos.workload.records import RankRecord
+
+MID_WINDOW_TEXT = "Checkpoint taken mid-window"
+
+
+@dataclass
+class CheckpointFacts:
+    index: int
+    ok_ranks: list[int]
+    failed: dict[int, str]
+    digests: dict[int, str | None]
+    lane_counts: dict[int, int]
+    covered: dict[int, list[int]]
+    warned: list[int]
+
+    @property
+    def mid_window(self) -> bool:
+        counts = list(self.lane_counts.values())
+        return bool(counts) and min(counts) != max(counts)
+
+
+@dataclass
+class CheckpointVerdict:
+    ok: bool
+    facts: list[CheckpointFacts] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def gather(ranks: list[RankRecord]) -> list[CheckpointFacts]:
+    indices = sorted({c.index for r in ranks for c in r.checkpoints})
+    out = []
+    for index in indices:
+        facts = CheckpointFacts(index, [], {}, {}, {}, {}, [])
+        for rec in ranks:
+            for ev in rec.checkpoints:
+                if ev.index != index:
+                    continue
+                facts.lane_counts.update(ev.lane_counts)
+                if ev.ok:
+                    facts.ok_ranks.append(rec.rank)
+                    facts.digests[rec.rank] = ev.digest
+                    facts.covered[rec.rank] = ev.lanes_covered
+                else:
+                    facts.failed[rec.rank] = ev.error or "failed"
+                if any(MID_WINDOW_TEXT in w for w in ev.warnings):
+                    facts.warned.append(rec.rank)
+        out.append(facts)
+    return out
+
+
+def check(ranks: list[RankRecord], canonical_replicas: int) -> CheckpointVerdict:
+    problems: list[str] = []
+    facts = gather(ranks)
+    world = len(ranks)
+    for f in facts:
+        label = f"checkpoint {f.index}"
+        if f.failed:
+            problems.append(f"{label} failed on ranks {sorted(f.failed)}: {next(iter(f.failed.values()))}")
+            continue
+        if len(f.ok_ranks) != world:
+            missing = sorted(set(range(world)) - set(f.ok_ranks))
+            problems.append(f"{label} has no record from ranks {missing}")
+        if len(set(f.digests.values())) > 1:
+            problems.append(f"{label} differs between ranks: digests {f.digests}")
+        for rank, covered in f.covered.items():
+            if covered != list(range(canonical_replicas)):
+                problems.append(
+                    f"{label} on rank {rank} covers lanes {covered}, not all {canonical_replicas}"
+                )
+        if f.mid_window and not f.warned:
+            problems.append(f"{label} was taken mid-window ({f.lane_counts}) but no rank warned")
+        if not f.mid_window and f.warned:
+            problems.append(f"{label} was on a window boundary but ranks {f.warned} warned mid-window")
+    return CheckpointVerdict(ok=not problems, facts=facts, problems=problems)

@@ -1,0 +1,165 @@
+"""Global-batch identity: does a resumed run deliver what an uninterrupted run delivers?
+
+Lane streams are assembled from the phases' records (each phase keeps what it consumed before
+the checkpoint the next phase restores from). Global step ``s`` is the ``s``-th batch of every
+lane. On window-boundary resumes, and on any resume that keeps the topology, the streams must
+equal the reference exactly. After a mid-window checkpoint resumed on another world size
+Zephon documents a weaker contract: each lane gapless and duplicate-free, each window's
+multiset of samples equal.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from zephon_chaos.workload.records import RankRecord, SampleId
+
+LaneStreams = dict[int, list[list[SampleId]]]
+
+
+@dataclass
+class PhaseRecords:
+    world_size: int
+    ranks: list[RankRecord]
+    keep_before_checkpoint: int | None
+    """Keep batches taken before this many checkpoints (None: keep all; the last phase)."""
+
+
+@dataclass
+class Divergence:
+    step: int
+    lane: int
+    expected: list[SampleId] | None
+    actual: list[SampleId] | None
+
+    def describe(self) -> str:
+        return (
+            f"global step {self.step}, lane {self.lane}:\n"
+            f"    expected {self.expected}\n    actual   {self.actual}"
+        )
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    contract: str
+    problems: list[str] = field(default_factory=list)
+    first_divergence: Divergence | None = None
+    missing: list[SampleId] = field(default_factory=list)
+    duplicated: list[SampleId] = field(default_factory=list)
+    steps_compared: int = 0
+
+    def describe(self) -> str:
+        if self.ok:
+            return f"ok ({self.contract}, {self.steps_compared} global steps compared)"
+        lines = [f"VIOLATION of {self.contract}:"]
+        lines += [f"  - {p}" for p in self.problems]
+        if self.first_divergence is not None:
+            lines.append("  first divergent " + self.first_divergence.describe())
+        if self.missing:
+            lines.append(f"  missing samples ({len(self.missing)}): {self.missing[:10]}")
+        if self.duplicated:
+            lines.append(f"  duplicated samples ({len(self.duplicated)}): {self.duplicated[:10]}")
+        return "\n".join(lines)
+
+
+def lane_streams(ranks: list[RankRecord], keep_before_checkpoint: int | None = None) -> LaneStreams:
+    """Per lane, the batches in the order their rank consumed them."""
+    streams: LaneStreams = {}
+    for rec in ranks:
+        for b in rec.batches:
+            if keep_before_checkpoint is not None and b.checkpoints_before >= keep_before_checkpoint:
+                continue
+            streams.setdefault(b.lane, []).append(list(b.ids))
+    return streams
+
+
+def assemble(phases: list[PhaseRecords]) -> LaneStreams:
+    """Concatenate each lane's kept batches across phases."""
+    out: LaneStreams = {}
+    for ph in phases:
+        for lane, batches in lane_streams(ph.ranks, ph.keep_before_checkpoint).items():
+            out.setdefault(lane, []).extend(batches)
+    return out
+
+
+def compare(
+    reference: LaneStreams,
+    actual: LaneStreams,
+    expected_lengths: dict[int, int],
+    *,
+    exact: bool,
+) -> Verdict:
+    """Compare ``actual`` with ``reference`` over each lane's expected length."""
+    contract = "identical global batches" if exact else "mid-window contract (windows as multisets)"
+    problems: list[str] = []
+    lanes = sorted(set(reference) | set(actual) | set(expected_lengths))
+    extra_lanes = sorted(set(actual) - set(expected_lengths))
+    if extra_lanes:
+        problems.append(f"batches from unknown lanes {extra_lanes}")
+    want: dict[int, list[list[SampleId]]] = {
+        lane: reference.get(lane, [])[: expected_lengths.get(lane, 0)] for lane in lanes
+    }
+    for lane in lanes:
+        got_n, want_n = len(actual.get(lane, [])), len(want[lane])
+        if got_n != want_n:
+            problems.append(f"lane {lane} delivered {got_n} batches, expected {want_n}")
+    steps = max((len(v) for v in want.values()), default=0)
+    first: Divergence | None = None
+    for step in range(steps):
+        for lane in lanes:
+            exp = want[lane][step] if step < len(want[lane]) else None
+            got = actual.get(lane, [])[step] if step < len(actual.get(lane, [])) else None
+            if exact and exp != got:
+                first = first or Divergence(step, lane, exp, got)
+        if not exact:
+            exp_window = Counter(s for lane in lanes for b in want[lane][step : step + 1] for s in b)
+            got_window = Counter(
+                s for lane in lanes for b in actual.get(lane, [])[step : step + 1] for s in b
+            )
+            if exp_window != got_window and first is None:
+                lane = next(
+                    (
+                        ln
+                        for ln in lanes
+                        if want[ln][step : step + 1] != actual.get(ln, [])[step : step + 1]
+                    ),
+                    lanes[0] if lanes else -1,
+                )
+                first = Divergence(
+                    step,
+                    lane,
+                    (want[lane][step : step + 1] or [None])[0],
+                    (actual.get(lane, [])[step : step + 1] or [None])[0],
+                )
+                problems.append(f"window {step} holds other samples than the reference's")
+        if first is not None and exact:
+            break
+    exp_all = Counter(s for lane in lanes for b in want[lane] for s in b)
+    got_all = Counter(s for lane in lanes for b in actual.get(lane, []) for s in b)
+    missing = sorted((exp_all - got_all).elements())
+    duplicated = sorted(s for s, n in got_all.items() if n > exp_all.get(s, 0))
+    if not exact:
+        for lane in lanes:
+            seen = Counter(s for b in actual.get(lane, []) for s in b)
+            seen.subtract(Counter(s for b in want[lane] for s in b))
+            dups = sorted(s for s, n in seen.items() if n > 0)
+            if dups:
+                problems.append(f"lane {lane} delivers samples the reference lane does not: {dups[:5]}")
+    if first is not None and exact:
+        problems.insert(0, f"first divergence at global step {first.step}, lane {first.lane}")
+    if missing:
+        problems.append(f"{len(missing)} sample(s) of the reference never delivered")
+    if duplicated:
+        problems.append(f"{len(duplicated)} sample(s) delivered more often than the reference")
+    return Verdict(
+        ok=not problems,
+        contract=contract,
+        problems=problems,
+        first_divergence=first,
+        missing=missing,
+        duplicated=duplicated,
+        steps_compared=steps,
+    )
+

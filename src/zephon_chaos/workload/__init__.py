@@ -1,0 +1,5 @@
+"""The rank-side program torchrun runs: a Zephon pipeline, per-step records, checkpoints.
+
+It imports nothing from the pytest side of the package; the harness talks to it through a
+JSON spec file in and record files out.
+"""

@@ -1,0 +1,113 @@
+"""Per-rank record files: one JSON line per event, flushed per step so a crash loses nothing.
+
+The oracle reads these back; both sides use this module, so the format has one definition.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+SampleId = tuple[int, int, int]
+
+
+def record_path(out_dir: Path | str, rank: int) -> Path:
+    return Path(out_dir) / "records" / f"rank{rank}.jsonl"
+
+
+class RecordWriter:
+    def __init__(self, out_dir: Path | str, rank: int) -> None:
+        path = record_path(out_dir, rank)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._f: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, kind: str, **fields: Any) -> None:
+        self._f.write(json.dumps({"kind": kind, **fields}) + "\n")
+
+    def flush(self) -> None:
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+@dataclass
+class Batch:
+    index: int
+    lane: int
+    ids: list[SampleId]
+    checkpoints_before: int
+
+
+@dataclass
+class CheckpointEvent:
+    index: int
+    after_batches: int
+    ok: bool
+    lane_counts: dict[int, int] = field(default_factory=dict)
+    digest: str | None = None
+    lanes_covered: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+    duration_s: float = 0.0
+
+
+@dataclass
+class RankRecord:
+    rank: int
+    world_size: int = 0
+    lanes: list[int] = field(default_factory=list)
+    restored: bool = False
+    batches: list[Batch] = field(default_factory=list)
+    checkpoints: list[CheckpointEvent] = field(default_factory=list)
+    exhausted_after: int | None = None
+    ended: bool = False
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def read_rank(out_dir: Path | str, rank: int) -> RankRecord:
+    """Read one rank's records; a torn last line (a crash mid-write) is ignored."""
+    rec = RankRecord(rank=rank)
+    path = record_path(out_dir, rank)
+    if not path.exists():
+        return rec
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        kind = ev.get("kind")
+        if kind == "start":
+            rec.world_size, rec.lanes = ev["world"], ev["lanes"]
+            rec.restored = ev.get("restored") is not None
+        elif kind == "batch":
+            rec.batches.append(
+                Batch(ev["i"], ev["lane"], [tuple(x) for x in ev["ids"]], ev["ckpts"])
+            )
+        elif kind == "checkpoint":
+            rec.checkpoints.append(
+                CheckpointEvent(
+                    index=ev["index"],
+                    after_batches=ev["after_batches"],
+                    ok=ev["ok"],
+                    lane_counts={int(k): v for k, v in ev.get("lane_counts", {}).items()},
+                    digest=ev.get("digest"),
+                    lanes_covered=ev.get("lanes_covered", []),
+                    warnings=ev.get("warnings", []),
+                    error=ev.get("error"),
+                    duration_s=ev.get("duration_s", 0.0),
+                )
+            )
+        elif kind == "exhausted":
+            rec.exhausted_after = ev["after_batches"]
+        elif kind == "end":
+            rec.ended = True
+        else:
+            rec.events.append(ev)
+    return rec
+
+
+def read_phase(out_dir: Path | str, world_size: int) -> list[RankRecord]:
+    return [read_rank(out_dir, r) for r in range(world_size)]

@@ -1,0 +1,169 @@
+"""The workload's input: what data, which pipeline, how many steps, where to checkpoint.
+
+Plain dataclasses with a versioned JSON round trip, so a spec written by the harness (or
+saved in a scenario file) is read the same way by every rank of every launch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+SPEC_VERSION = 1
+Runner = Literal["inline", "threads", "process"]
+Mapping = Literal["contiguous", "interleaved"]
+Aggregation = Literal["store", "store_explicit", "dir"]
+PersistFormat = Literal["pickle", "torch", "json"]
+RUNNERS: tuple[str, ...] = ("inline", "threads", "process")
+MAPPINGS: tuple[str, ...] = ("contiguous", "interleaved")
+AGGREGATIONS: tuple[str, ...] = ("store", "store_explicit", "dir")
+FORMATS: tuple[str, ...] = ("pickle", "torch", "json")
+EXHAUSTION: tuple[str, ...] = ("repeat", "stop")
+
+
+class SpecError(ValueError):
+    """A spec that cannot be run; the message names the field."""
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One data source: ``shards`` lists each shard's row count."""
+
+    name: str
+    shards: tuple[int, ...] = (40, 40, 40)
+    weight: float = 1.0
+    kind: Literal["memory", "jsonl"] = "memory"
+    exhausted: Literal["repeat", "stop"] = "repeat"
+
+    def rows(self) -> int:
+        return sum(self.shards)
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    sources: tuple[SourceSpec, ...] = (SourceSpec("a"),)
+    seed: int = 7
+    chunk_size: int = 16
+    shuffle: bool = True
+    microbatch: int = 4
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    canonical_replicas: int = 6
+    mapping: Mapping = "contiguous"
+    runner: Runner = "inline"
+    mtp_mode: bool = False
+    aggregation: Aggregation = "store"
+    aggregate_timeout_s: float = 30.0
+    run_id: str = "zc-run"
+
+
+@dataclass(frozen=True)
+class CheckpointAt:
+    """After ``step`` whole global steps, plus ``extra`` batches on every rank (mid-window)."""
+
+    step: int
+    extra: int = 0
+
+
+@dataclass(frozen=True)
+class RankFault:
+    """A fault the rank applies to itself (or its agent) at a logical point.
+
+    ``at_step``: before consuming global step k. ``action``: sigkill | sigterm | sigstop |
+    exit | raise | kill_agent. ``rank``: which rank acts.
+    """
+
+    rank: int
+    at_step: int
+    action: str
+
+
+@dataclass
+class WorkloadSpec:
+    """Everything one launch of the workload needs; each rank reads the same file."""
+
+    data: DataSpec = field(default_factory=DataSpec)
+    pipeline: PipelineSpec = field(default_factory=PipelineSpec)
+    steps: int = 4
+    checkpoints: tuple[CheckpointAt, ...] = ()
+    restore_from: str | None = None
+    persist_format: PersistFormat = "pickle"
+    out_dir: str = "."
+    data_dir: str | None = None
+    aggregate_dir: str | None = None
+    store_uri: str | None = None
+    faults: tuple[RankFault, ...] = ()
+    backend: Literal["gloo", "nccl"] = "gloo"
+    plant: str | None = None
+    """A deliberate defect, to show the oracle catches it (see ``workload.plants``)."""
+    version: int = SPEC_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    def write(self, path: Path) -> Path:
+        path.write_text(self.to_json())
+        return path
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkloadSpec:
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise SpecError(f"workload spec is not JSON: {exc}") from None
+        return from_dict(cls, raw, "spec")
+
+    @classmethod
+    def read(cls, path: Path | str) -> WorkloadSpec:
+        return cls.from_json(Path(path).read_text())
+
+    def checkpoint_path(self, index: int) -> Path:
+        suffix = {"pickle": "pkl", "torch": "pt", "json": "json"}[self.persist_format]
+        return Path(self.out_dir) / f"ckpt-{index}.{suffix}"
+
+
+_NESTED: dict[str, type] = {
+    "data": DataSpec,
+    "pipeline": PipelineSpec,
+    "sources": SourceSpec,
+    "checkpoints": CheckpointAt,
+    "faults": RankFault,
+}
+
+
+def from_dict(cls: type, raw: Any, where: str) -> Any:
+    """Build dataclass ``cls`` from JSON, naming the exact field that is wrong."""
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: expected an object, got {type(raw).__name__}")
+    if cls is WorkloadSpec and raw.get("version", SPEC_VERSION) > SPEC_VERSION:
+        raise SpecError(
+            f"{where}.version: {raw['version']} is newer than this zephon-chaos reads "
+            f"({SPEC_VERSION}); upgrade zephon-chaos"
+        )
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise SpecError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    kwargs: dict[str, Any] = {}
+    for name, value in raw.items():
+        nested = _NESTED.get(name)
+        if nested is not None and isinstance(value, list):
+            kwargs[name] = tuple(
+                from_dict(nested, item, f"{where}.{name}[{i}]") for i, item in enumerate(value)
+            )
+        elif nested is not None:
+            kwargs[name] = from_dict(nested, value, f"{where}.{name}")
+        elif name == "shards":
+            if not isinstance(value, list) or not all(isinstance(n, int) and n > 0 for n in value):
+                raise SpecError(f"{where}.shards: expected a list of positive row counts")
+            kwargs[name] = tuple(value)
+        else:
+            kwargs[name] = value
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise SpecError(f"{where}: {exc}") from None
