@@ -7,15 +7,21 @@ records → oracles → outcome.
 
 from __future__ import annotations
 
-import contextlib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
-from zephon_chaos.oracles.global_batches import PhaseRecords, Verdict, assemble, compare, lane_streams
+from zephon_chaos.oracles.global_batches import (
+    PhaseRecords,
+    Verdict,
+    assemble,
+    compare,
+    lane_streams,
+)
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
 from zephon_chaos.workload.records import RankRecord, read_phase
@@ -40,6 +46,18 @@ class PhaseRun:
         return max(done) if done else None
 
 
+@dataclass(frozen=True)
+class ResumeFact:
+    phase: int
+    from_world: int
+    to_world: int
+    mid_window: bool
+
+    @property
+    def resized(self) -> bool:
+        return self.from_world != self.to_world
+
+
 @dataclass
 class ScenarioOutcome:
     scenario: Scenario
@@ -48,6 +66,8 @@ class ScenarioOutcome:
     verdict: Verdict | None = None
     problems: list[str] = field(default_factory=list)
     scenario_file: Path | None = None
+    resumes: list[ResumeFact] = field(default_factory=list)
+    """Every launch that restored a checkpoint: from which world size, mid-window or not."""
 
     @property
     def ok(self) -> bool:
@@ -79,7 +99,11 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
     phase = scenario.phases[index]
     return WorkloadSpec(
         data=scenario.data,
-        pipeline=replace(scenario.pipeline, run_id=scenario.run_id(index)),
+        pipeline=replace(
+            scenario.pipeline,
+            run_id=scenario.run_id(index),
+            canonical_replicas=phase.canonical_replicas or scenario.pipeline.canonical_replicas,
+        ),
         steps=phase.steps,
         checkpoints=phase.checkpoints,
         persist_format=scenario.persist_format,  # type: ignore[arg-type]
@@ -87,6 +111,7 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
         data_dir=str(data_dir),
         faults=phase.rank_faults,
         plant=scenario.plant,
+        backend=scenario.backend,  # type: ignore[arg-type]
     )
 
 
@@ -106,6 +131,15 @@ class ScenarioRunner:
         self.deadline_s = deadline_s
         self.reference_cache = {} if reference_cache is None else reference_cache
         self._count = 0
+
+    def open_store(self) -> Any:
+        """The store aggregation ``store_explicit`` names, kept across the scenario's launches."""
+        from zephon_chaos.launch.store_host import StoreHost
+
+        return StoreHost()
+
+    def close_store(self, host: Any) -> None:
+        host.close()
 
     def _launch(self, name: str, spec: WorkloadSpec, world_size: int, path: str) -> GroupResult:
         spec_file = Path(spec.out_dir) / "spec.json"
@@ -133,72 +167,82 @@ class ScenarioRunner:
         reference = self._reference(scenario, work, data_dir, outcome)
         if reference is None:
             return outcome
-        kept: list[PhaseRecords] = []
-        expected: dict[int, int] = {}
-        restore_from: str | None = None
+        track = _Resume(resumes=outcome.resumes)
         store_host = None
-        exact = True
         try:
             for i, phase in enumerate(scenario.phases):
                 out = work / f"phase{i}"
                 out.mkdir(mode=0o700)
                 spec = workload_spec(scenario, i, out, data_dir)
-                spec = replace(spec, restore_from=restore_from)
+                spec = replace(spec, restore_from=track.restore_from)
                 if scenario.pipeline.aggregation == "dir":
                     spec = replace(spec, aggregate_dir=str(out / "aggregate"))
                 elif scenario.pipeline.aggregation == "store_explicit":
                     if store_host is None:
-                        from zephon_chaos.launch.store_host import StoreHost
-
-                        store_host = StoreHost()
+                        store_host = self.open_store()
                     spec = replace(spec, store_uri=f"torch://{store_host.endpoint}")
-                result = self._launch(f"s{self._count}-phase{i}", spec, phase.world_size, phase.launch)
-                records = read_phase(out, phase.world_size)
-                cps = ckpt_oracle.check(records, scenario.pipeline.canonical_replicas)
+                result = self._launch(
+                    f"s{self._count}-phase{i}", spec, phase.world_size, phase.launch
+                )
+                records = track.cumulative(read_phase(out, phase.world_size))
+                c = scenario.canonical_replicas(i)
+                cps = ckpt_oracle.check(records, c)
                 run = PhaseRun(i, phase, spec, result, records, cps)
                 outcome.phases.append(run)
-                if phase.expect_failure:
-                    if result.ok:
-                        outcome.problems.append(f"phase {i} was expected to fail but succeeded")
-                    return outcome
+                if phase.expect_failure or phase.world_size > c:
+                    # Refused: the next phase restores what this one was given.
+                    outcome.problems += expected_failure_problems(i, phase, result)
+                    continue
+                track.resumed(i, phase.world_size)
+                if phase.rank_faults:
+                    index = scenario.restore_index(i)
+                    crashed = crash_problems(run, index, c)
+                    outcome.problems += crashed
+                    if index is not None and not crashed:
+                        track.keep(run, index)
+                    continue
                 if not result.ok:
                     outcome.problems.append(f"phase {i} failed: {result.summary()}")
                     return outcome
                 outcome.problems += [f"phase {i}: {p}" for p in cps.problems]
-                last = i == len(scenario.phases) - 1
-                if last:
-                    kept.append(PhaseRecords(phase.world_size, records, None))
-                    for lane in range(scenario.pipeline.canonical_replicas):
-                        expected[lane] = expected.get(lane, 0) + phase.steps
+                if i == len(scenario.phases) - 1:
+                    track.keep_all(run, range(c), reference)
                     break
                 index = run.restore_index
                 if index is None:
                     outcome.problems.append(f"phase {i} completed no checkpoint to restore from")
                     return outcome
-                facts = next(f for f in cps.facts if f.index == index)
-                kept.append(PhaseRecords(phase.world_size, records, index + 1))
-                for lane, n in facts.lane_counts.items():
-                    expected[lane] = expected.get(lane, 0) + n
-                if facts.mid_window and scenario.phases[i + 1].world_size != phase.world_size:
-                    exact = False
-                restore_from = str(spec.checkpoint_path(index))
+                track.keep(run, index)
         finally:
             if store_host is not None:
-                store_host.close()
-        ref_streams = lane_streams(reference)
-        expected = {lane: min(n, len(ref_streams.get(lane, []))) for lane, n in expected.items()}
-        outcome.verdict = compare(ref_streams, assemble(kept), expected, exact=exact)
+                self.close_store(store_host)
+        if track.kept:
+            ref_streams = lane_streams(reference)
+            expected = {
+                lane: min(n, len(ref_streams.get(lane, []))) for lane, n in track.expected.items()
+            }
+            outcome.verdict = compare(
+                ref_streams, assemble(track.kept), expected, exact=track.exact
+            )
         return outcome
 
     def _reference(
         self, scenario: Scenario, work: Path, data_dir: Path, outcome: ScenarioOutcome
     ) -> list[RankRecord] | None:
-        world = scenario.phases[0].world_size
+        world = next(
+            (
+                ph.world_size
+                for i, ph in enumerate(scenario.phases)
+                if not ph.expect_failure and ph.world_size <= scenario.canonical_replicas(i)
+            ),
+            1,
+        )
         ref = Scenario(
             data=scenario.data,
             pipeline=replace(scenario.pipeline, aggregation="store"),
             phases=(Phase(world_size=world, steps=scenario.reference_steps),),
             name=f"{scenario.name}-reference",
+            backend=scenario.backend,
         )
         key = ref.to_json()
         if key in self.reference_cache:
@@ -208,8 +252,9 @@ class ScenarioRunner:
         spec = workload_spec(ref, 0, out, data_dir)
         result = self._launch(f"s{self._count}-reference", spec, world, "standalone")
         records = read_phase(out, world)
-        outcome.reference = PhaseRun(-1, ref.phases[0], spec, result, records,
-                                     ckpt_oracle.CheckpointVerdict(ok=True))
+        outcome.reference = PhaseRun(
+            -1, ref.phases[0], spec, result, records, ckpt_oracle.CheckpointVerdict(ok=True)
+        )
         if not result.ok:
             outcome.problems.append(f"the reference run failed: {result.summary()}")
             return None
@@ -217,6 +262,95 @@ class ScenarioRunner:
         return records
 
 
-def close_quietly(runner: ScenarioRunner) -> None:
-    with contextlib.suppress(Exception):
-        runner.reference_cache.clear()
+def expected_failure_problems(index: int, phase: Phase, result: GroupResult) -> list[str]:
+    """A phase meant to be refused must fail, and with the error it names."""
+    if result.ok:
+        return [f"phase {index} was expected to fail but succeeded"]
+    if result.timed_out:
+        return [f"phase {index} was expected to fail with an error but hung until its deadline"]
+    error = result.first_failure.error if result.first_failure else None
+    if phase.expect_error and phase.expect_error not in (error or ""):
+        return [
+            f"phase {index} failed, but not with {phase.expect_error!r}: "
+            f"first failure {error or 'without an error message'}"
+        ]
+    return []
+
+
+@dataclass
+class _Resume:
+    """What the phases so far hand on: kept batches, lane counts, the checkpoint to restore."""
+
+    kept: list[PhaseRecords] = field(default_factory=list)
+    expected: dict[int, int] = field(default_factory=dict)
+    """Per lane, the batches delivered up to the checkpoint restored next (since the start)."""
+    restore_from: str | None = None
+    taken_at: int | None = None
+    taken_mid_window: bool = False
+    exact: bool = True
+    resumes: list[ResumeFact] = field(default_factory=list)
+
+    def cumulative(self, records: list[RankRecord]) -> list[RankRecord]:
+        """Lane counts of checkpoints since the run's start (Zephon's view), not the launch's."""
+        for rec in records:
+            for ev in rec.checkpoints:
+                ev.lane_counts = {
+                    lane: self.expected.get(lane, 0) + n for lane, n in ev.lane_counts.items()
+                }
+        return records
+
+    def resumed(self, phase: int, world_size: int) -> None:
+        if self.restore_from is None or self.taken_at is None:
+            return
+        self.resumes.append(ResumeFact(phase, self.taken_at, world_size, self.taken_mid_window))
+        if self.taken_mid_window and self.taken_at != world_size:
+            self.exact = False
+
+    def keep(self, run: PhaseRun, index: int) -> None:
+        facts = next(f for f in run.checkpoints.facts if f.index == index)
+        self.kept.append(PhaseRecords(run.phase.world_size, run.records, index + 1))
+        self.expected.update(facts.lane_counts)
+        self.restore_from = str(run.spec.checkpoint_path(index))
+        self.taken_at = run.phase.world_size
+        self.taken_mid_window = facts.mid_window
+
+    def keep_all(self, run: PhaseRun, lanes: range, reference: list[RankRecord]) -> None:
+        """The last phase: everything; each lane ``steps`` more, or all of it if both ran dry."""
+        self.kept.append(PhaseRecords(run.phase.world_size, run.records, None))
+        dry = all(r.exhausted_after is not None for r in run.records + reference)
+        ref_lengths = {lane: len(b) for lane, b in lane_streams(reference).items()}
+        for lane in lanes:
+            if dry:
+                self.expected[lane] = ref_lengths.get(lane, 0)
+            else:
+                self.expected[lane] = self.expected.get(lane, 0) + run.phase.steps
+
+
+def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) -> list[str]:
+    """A phase with rank faults must end by its fault, after the checkpoints due before it."""
+    i, result = run.index, run.result
+    fired = [ev for rec in run.records for ev in rec.events if ev.get("kind") == "fault"]
+    if result.ok:
+        return [
+            f"phase {i} was to end by its scheduled rank fault(s) "
+            f"{list(run.phase.rank_faults)}, but the launch succeeded"
+        ]
+    if not fired:
+        return [f"phase {i} failed before its scheduled fault fired: {result.summary()}"]
+    if index is None:
+        return []
+    facts = {f.index: f for f in run.checkpoints.facts}
+    problems = []
+    for j in range(index + 1):
+        f = facts.get(j)
+        if f is None or f.failed or 0 not in f.ok_ranks:
+            problems.append(f"phase {i}: checkpoint {j}, due before the fault, did not complete")
+        elif j < index and len(f.ok_ranks) != len(run.records):
+            problems.append(f"phase {i}: checkpoint {j} has no record from every rank")
+        elif len(set(f.digests.values())) > 1:
+            problems.append(f"phase {i}: checkpoint {j} differs between ranks: {f.digests}")
+        elif any(c != list(range(canonical_replicas)) for c in f.covered.values()):
+            problems.append(f"phase {i}: checkpoint {j} does not cover all lanes: {f.covered}")
+    if not problems and not Path(run.spec.checkpoint_path(index)).is_file():
+        problems.append(f"phase {i}: rank 0 persisted no checkpoint {index} before the fault")
+    return problems

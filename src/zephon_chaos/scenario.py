@@ -8,10 +8,12 @@ Versioned and JSON round-trippable: a scenario found by the explorer is saved as
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import asdict, astuple, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.spec import LAUNCH_PATHS, LaunchPath
 from zephon_chaos.workload.spec import (
     AGGREGATIONS,
@@ -59,6 +61,10 @@ class Phase:
     rank_faults: tuple[RankFault, ...] = ()
     proxy_faults: tuple[ProxyFault, ...] = ()
     expect_failure: bool = False
+    expect_error: str = ""
+    """With ``expect_failure``: a fragment the first failing rank's error must contain."""
+    canonical_replicas: int | None = None
+    """Overrides the scenario's C for this launch (a changed C must be refused at restore)."""
 
     @property
     def restore_point(self) -> CheckpointAt | None:
@@ -75,6 +81,8 @@ class Scenario:
     run_id_policy: RunIdPolicy = "fixed"
     plant: str | None = None
     name: str = "scenario"
+    backend: str = "gloo"
+    """Process-group backend of every launch: gloo (CPU) or nccl (one CUDA device per rank)."""
     version: int = SCENARIO_VERSION
 
     # ---- validation --------------------------------------------------------------------
@@ -87,6 +95,7 @@ class Scenario:
         _check(p.aggregation in AGGREGATIONS, "pipeline.aggregation", f"one of {AGGREGATIONS}")
         _check(p.aggregate_timeout_s > 0, "pipeline.aggregate_timeout_s", "must be positive")
         _check(self.persist_format in FORMATS, "persist_format", f"must be one of {FORMATS}")
+        _check(self.backend in ("gloo", "nccl"), "backend", "must be gloo or nccl")
         _check(
             self.run_id_policy in ("fixed", "per_launch"),
             "run_id_policy",
@@ -103,17 +112,82 @@ class Scenario:
             _check(ph.launch in LAUNCH_PATHS, f"{where}.launch", f"one of {LAUNCH_PATHS}")
             for j, c in enumerate(ph.checkpoints):
                 _check(
-                    0 <= c.step and 0 <= c.extra and (c.step, c.extra) <= (ph.steps, 0),
+                    c.step >= 0 and c.extra >= 0 and (c.step, c.extra) <= (ph.steps, 0),
                     f"{where}.checkpoints[{j}]",
                     f"must lie within the phase's {ph.steps} steps",
                 )
-            if i < len(self.phases) - 1 and not ph.expect_failure:
+            if i < len(self.phases) - 1 and not ph.expect_failure and not ph.rank_faults:
                 _check(
                     ph.restore_point is not None,
                     f"{where}.checkpoints",
                     "a phase followed by another must checkpoint (the next one restores from it)",
                 )
+            self._validate_topology(i)
         return self
+
+    def _validate_topology(self, i: int) -> None:
+        """Checks that need the phase's lanes: refusals announced, checkpoints collective."""
+        ph, where = self.phases[i], f"phases[{i}]"
+        c = self.canonical_replicas(i)
+        if ph.world_size > c:
+            _check(
+                ph.expect_failure,
+                f"{where}.world_size",
+                f"{ph.world_size} ranks exceed canonical_replicas={c}, which Zephon refuses; "
+                "set expect_failure (and expect_error) to check the refusal",
+            )
+            return
+        for j, f in enumerate(ph.rank_faults):
+            _check(
+                0 <= f.rank < ph.world_size,
+                f"{where}.rank_faults[{j}].rank",
+                f"must name a rank of the phase's {ph.world_size}",
+            )
+            _check(
+                0 <= f.at_step <= ph.steps,
+                f"{where}.rank_faults[{j}].at_step",
+                f"must lie within the phase's {ph.steps} steps",
+            )
+        order = sorted(range(len(ph.checkpoints)), key=lambda j: astuple(ph.checkpoints[j]))
+        for rank in range(ph.world_size):
+            per = max(1, len(lanes_of(rank, ph.world_size, c, self.pipeline.mapping)))
+            seen: dict[int, int] = {}
+            for j in order:
+                cp = ph.checkpoints[j]
+                mark = cp.step * per + min(cp.extra, per)
+                _check(
+                    mark not in seen,
+                    f"{where}.checkpoints[{j}]",
+                    f"falls on the same batch as checkpoints[{seen.get(mark)}] on rank {rank} "
+                    f"({per} lane(s) a step), so ranks would checkpoint a different number of "
+                    "times; drop one or move it",
+                )
+                seen[mark] = j
+
+    def canonical_replicas(self, i: int) -> int:
+        """C of phase ``i``: its own override, else the pipeline's."""
+        return self.phases[i].canonical_replicas or self.pipeline.canonical_replicas
+
+    def restore_index(self, i: int) -> int | None:
+        """Index of the checkpoint of phase ``i`` the next phase restores, if it takes one.
+
+        A refused phase takes none; a crashing phase (rank faults) takes the ones before its
+        first fault ends the launch; any other phase, its last.
+        """
+        ph = self.phases[i]
+        if ph.expect_failure or ph.world_size > self.canonical_replicas(i):
+            return None
+        done = len({astuple(cp) for cp in ph.checkpoints})
+        if ph.rank_faults:
+            before = checkpoints_before_faults(
+                ph.checkpoints,
+                ph.rank_faults,
+                ph.world_size,
+                self.canonical_replicas(i),
+                self.pipeline.mapping,
+            )
+            done = done if before is None else before
+        return done - 1 if done else None
 
     # ---- derived -----------------------------------------------------------------------
     def run_id(self, phase_index: int) -> str:
@@ -147,6 +221,7 @@ class Scenario:
             f"({self.pipeline.mapping}), {self.pipeline.aggregation}, {self.persist_format}, "
             f"runner {self.pipeline.runner}, checkpoints [{', '.join(cps)}], {faults} fault(s)"
             + (f", plant {self.plant}" if self.plant else "")
+            + (f", backend {self.backend}" if self.backend != "gloo" else "")
         )
 
     # ---- JSON --------------------------------------------------------------------------
@@ -190,14 +265,46 @@ class Scenario:
         return replace(self, **changes)
 
 
+def checkpoints_before_faults(
+    checkpoints: Sequence[CheckpointAt],
+    faults: Sequence[RankFault],
+    world_size: int,
+    canonical_replicas: int,
+    mapping: str,
+) -> int | None:
+    """How many checkpoints every rank completes before the first rank fault ends the launch.
+
+    A fault fires on its rank before batch ``at_step * lanes``, ahead of a checkpoint due at
+    that same batch; the checkpoints that rank reaches first are the collective ones. None
+    when no fault applies.
+    """
+    counts: list[int] = []
+    for f in faults:
+        if not 0 <= f.rank < world_size or world_size > canonical_replicas:
+            continue
+        per = max(1, len(lanes_of(f.rank, world_size, canonical_replicas, mapping)))
+        marks = {c.step * per + min(c.extra, per) for c in checkpoints}
+        counts.append(sum(1 for m in marks if m < f.at_step * per))
+    return min(counts) if counts else None
+
+
 def _check(ok: bool, where: str, text: str) -> None:
     if not ok:
         raise ScenarioError(f"scenario.{where}: {text}")
 
 
 def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
-    known = {"data", "pipeline", "phases", "persist_format", "run_id_policy", "plant", "name",
-             "version"}
+    known = {
+        "data",
+        "pipeline",
+        "phases",
+        "persist_format",
+        "run_id_policy",
+        "plant",
+        "name",
+        "version",
+        "backend",
+    }
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ScenarioError(f"{where}: unknown field(s) {', '.join(unknown)}")
@@ -207,7 +314,8 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
     if not isinstance(phases_raw, list):
         raise ScenarioError(f"{where}.phases: expected a list")
     phases = tuple(_phase_from(p, f"{where}.phases[{i}]") for i, p in enumerate(phases_raw))
-    rest = {k: raw[k] for k in ("persist_format", "run_id_policy", "plant", "name") if k in raw}
+    optional = ("persist_format", "run_id_policy", "plant", "name", "backend")
+    rest = {k: raw[k] for k in optional if k in raw}
     return Scenario(data=data, pipeline=pipeline, phases=phases, version=SCENARIO_VERSION, **rest)
 
 

@@ -315,7 +315,7 @@ class TorchrunGroup:
         records = self.worker_records()
         ranks: list[RankOutcome] = []
         first: RankOutcome | None = None
-        first_stamp = float("inf")
+        first_key: tuple[bool, float] = (True, float("inf"))
         for rank in range(self.spec.world_size):
             pid_id = workers.get(rank)
             rec = records.get(pid_id, {}) if pid_id else {}
@@ -353,10 +353,11 @@ class TorchrunGroup:
             elif code not in (0, None):
                 outcome.error = last_exception_line(outcome.tail("stderr", 200))
             ranks.append(outcome)
-            is_root = failure is not None and failure.root_cause
-            if code not in (0, None) and (is_root or stamp < first_stamp or first is None):
-                if first is None or is_root or stamp < first_stamp:
-                    first, first_stamp = outcome, min(stamp, first_stamp)
+            if code not in (0, None):
+                # torchelastic's root cause wins; otherwise the earliest error file.
+                key = (not (failure is not None and failure.root_cause), stamp)
+                if first is None or key < first_key:
+                    first, first_key = outcome, key
         notes = []
         if self._attempt > 1:
             notes.append(f"note: static port was busy; launched {self._attempt} times")
