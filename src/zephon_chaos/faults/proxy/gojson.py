@@ -293,11 +293,12 @@ def _literal_of(value: int | float) -> str:
 
 
 def type_error(kind: str, go_type: str, struct: str | None, path: str | None) -> GoJSONError:
-    """Go's ``UnmarshalTypeError`` text, for a field or for a whole value."""
-    if struct is None and path is None:
+    """Go's ``UnmarshalTypeError`` text: for a struct field when ``path`` is set, else a value."""
+    if path is None:
         return GoJSONError(f"json: cannot unmarshal {kind} into Go value of type {go_type}")
     return GoJSONError(
-        f"json: cannot unmarshal {kind} into Go struct field {struct or ''}.{path} of type {go_type}"
+        f"json: cannot unmarshal {kind} into Go struct field "
+        f"{struct or ''}.{path} of type {go_type}"
     )
 
 
@@ -324,6 +325,11 @@ def convert(value: Any, go_type: str, struct: str | None, path: str | None) -> A
         if math.isinf(as_float) or abs(as_float) > _FLOAT32_MAX:
             raise type_error(f"number {_literal_of(value)}", go_type, struct, path)
         return to_float32(as_float)
+    if go_type.startswith("toxics."):
+        # A nested struct (a toxic's attributes): only its being an object is checked here.
+        if not isinstance(value, dict):
+            raise type_error(_kind(value), go_type, struct, path)
+        return value
     raise AssertionError(f"no Go type {go_type!r} is modelled")
 
 
@@ -345,26 +351,35 @@ def decode_struct(
     *,
     go_type: str,
     struct: str | None,
-    path: str | None,
     into: dict[str, Any],
+    path: str | None = None,
+    outer: str | None = None,
 ) -> dict[str, Any]:
-    """Fill ``into`` from a decoded object like Go fills a struct; unknown keys are ignored.
+    """Fill ``into`` from a decoded object as Go fills a struct; unknown keys are ignored.
 
-    ``fields`` maps each JSON name to its Go scalar type. A ``null`` leaves a field alone, as
-    in Go. ``struct`` and ``path`` locate the value for error messages (``None`` at top level).
+    ``fields`` maps each JSON name to its Go type. A ``null`` leaves a field alone, as in Go.
+    ``go_type`` names the struct when the value is not an object; ``struct`` and ``path`` name
+    its fields in errors; ``outer`` is the struct holding it when it is itself a field.
     """
     if value is None:
         return into
     if not isinstance(value, dict):
-        if struct is None and path is None:
-            raise type_error(_kind(value), go_type, None, None)
-        raise type_error(_kind(value), go_type, struct, path)
+        raise type_error(_kind(value), go_type, outer, path)
     for key, item in value.items():
         name = _match_field(key, fields)
         if name is None or item is None:
             continue
         into[name] = convert(item, fields[name], struct, name if path is None else f"{path}.{name}")
     return into
+
+
+def find_key(value: dict[str, Any], name: str) -> Any:
+    """The value Go would decode into the field ``name`` (the last case-insensitive match)."""
+    found = None
+    for key, item in value.items():
+        if _match_field(key, [name]) is not None:
+            found = item
+    return found
 
 
 def _format_float32(value: float) -> str:
@@ -389,7 +404,13 @@ def _format_float32(value: float) -> str:
     return format(Decimal(text), "f")
 
 
-_HTML_SAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_HTML_SAFE = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
 
 
 def _encode_str(text: str) -> str:

@@ -43,7 +43,7 @@ class Chunk:
 Emit = Callable[[Chunk], Awaitable[None]]
 
 
-class CloseLink(Exception):  # noqa: N818 - a control-flow signal, not an error
+class CloseLink(Exception):
     """Raised by a stage to end its link; ``reset`` closes both sockets with RST."""
 
     def __init__(self, *, reset: bool) -> None:
@@ -63,8 +63,9 @@ class StageHost(Protocol):
 class ToxicCounters:
     """Evidence that a toxic fired, kept per proxy and per toxic name (embedded server only)."""
 
-    applied: int = 0  # links on which the toxicity roll enabled it
-    bypassed: int = 0  # links on which the roll left it inactive
+    # One toxicity draw per link (and again when the toxic is updated), as in Toxiproxy.
+    applied: int = 0  # draws that made it act
+    bypassed: int = 0  # draws that left it inactive
     chunks: int = 0  # chunks it handled while active
     closes: int = 0  # links it closed (timeout, limit_data) or reset (reset_peer)
 
@@ -110,7 +111,7 @@ class Stage:
         self.toxic = toxic
         self.host = host
         self.removed = False
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[bool] | None = None
         self.active = self._roll()
 
     def _roll(self) -> bool:
@@ -149,28 +150,27 @@ class Stage:
     # Waiting that an API change can cut short, as Toxiproxy's Interrupt channel does.
     def interrupt(self) -> None:
         waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            _resolve(waiter, True)
 
     async def sleep(self, seconds: float) -> bool:
         """Sleep unless interrupted first; return True when interrupted."""
         if seconds <= 0:
             return False
         loop = self.host.loop
-        waiter: asyncio.Future[None] = loop.create_future()
+        waiter: asyncio.Future[bool] = loop.create_future()
         self._waiter = waiter
-        handle = loop.call_later(seconds, _resolve_false, waiter)
+        handle = loop.call_later(seconds, _resolve, waiter, False)
         try:
-            interrupted = await waiter
+            return await waiter
         finally:
             handle.cancel()
             if self._waiter is waiter:
                 self._waiter = None
-        return interrupted is None
 
     async def hold(self) -> None:
         """Wait until interrupted (an update or the toxic's removal)."""
-        waiter: asyncio.Future[None] = self.host.loop.create_future()
+        waiter: asyncio.Future[bool] = self.host.loop.create_future()
         self._waiter = waiter
         try:
             await waiter
@@ -186,9 +186,9 @@ class Stage:
         """The source closed; a stage may delay the close (slow_close) or act on it."""
 
 
-def _resolve_false(waiter: asyncio.Future[Any]) -> None:
+def _resolve(waiter: asyncio.Future[bool], interrupted: bool) -> None:
     if not waiter.done():
-        waiter.set_result(False)
+        waiter.set_result(interrupted)
 
 
 class LatencyStage(Stage):
@@ -291,10 +291,10 @@ class ResetPeerStage(Stage):
     """On the first data (or close) seen, wait ``timeout`` ms, then reset both sockets (RST)."""
 
     async def _reset(self) -> None:
-        if await self.sleep(self.toxic.attr("timeout") / 1000.0) or not self.live:
-            return
-        self.toxic.counters.closes += 1
-        raise CloseLink(reset=True)
+        while self.live:  # an update restarts the wait with the new timeout
+            if not await self.sleep(self.toxic.attr("timeout") / 1000.0):
+                self.toxic.counters.closes += 1
+                raise CloseLink(reset=True)
 
     async def process(self, chunk: Chunk, emit: Emit) -> None:
         await self._reset()
