@@ -65,7 +65,9 @@ def check(ranks: list[RankRecord], canonical_replicas: int) -> CheckpointVerdict
     for f in facts:
         label = f"checkpoint {f.index}"
         if f.failed:
-            problems.append(f"{label} failed on ranks {sorted(f.failed)}: {next(iter(f.failed.values()))}")
+            problems.append(
+                f"{label} failed on ranks {sorted(f.failed)}: {next(iter(f.failed.values()))}"
+            )
             continue
         if len(f.ok_ranks) != world:
             missing = sorted(set(range(world)) - set(f.ok_ranks))
@@ -80,5 +82,7 @@ def check(ranks: list[RankRecord], canonical_replicas: int) -> CheckpointVerdict
         if f.mid_window and not f.warned:
             problems.append(f"{label} was taken mid-window ({f.lane_counts}) but no rank warned")
         if not f.mid_window and f.warned:
-            problems.append(f"{label} was on a window boundary but ranks {f.warned} warned mid-window")
+            problems.append(
+                f"{label} was on a window boundary but ranks {f.warned} warned mid-window"
+            )
     return CheckpointVerdict(ok=not problems, facts=facts, problems=problems)

@@ -1,0 +1,63 @@
+"""The global-batch oracle on synthetic lane streams: exact and mid-window contracts."""
+
+from __future__ import annotations
+
+import pytest
+
+from zephon_chaos.oracles.global_batches import compare
+
+REF = {lane: [[(0, lane, 4 * s + k) for k in range(4)] for s in range(4)] for lane in range(3)}
+FULL = {lane: 4 for lane in REF}
+
+
+def mutate(how: str) -> dict[int, list[list[tuple[int, int, int]]]]:
+    actual = {lane: [list(b) for b in batches] for lane, batches in REF.items()}
+    if how == "skip":
+        actual[1][2] = actual[1][2][1:]
+    elif how == "duplicate":
+        actual[2][3] = [*actual[2][3], actual[2][0][0]]
+    elif how == "swap_lanes":
+        actual[0][2:], actual[1][2:] = actual[1][2:], actual[0][2:]
+    elif how == "drop_lane":
+        actual[2] = actual[2][:2]
+    elif how == "permute_window":
+        actual[0][2], actual[1][2] = actual[1][2], actual[0][2]
+    return actual
+
+
+def test_identical_streams_pass_both_contracts() -> None:
+    for exact in (True, False):
+        verdict = compare(REF, mutate("none"), FULL, exact=exact)
+        assert verdict.ok and verdict.steps_compared == 4
+
+
+@pytest.mark.parametrize(
+    ("how", "step", "lane", "evidence"),
+    [
+        ("skip", 2, 1, "1 sample(s) of the reference never delivered"),
+        ("duplicate", 3, 2, "delivered more often than the reference"),
+        ("swap_lanes", 2, 0, "first divergence at global step 2, lane 0"),
+        ("drop_lane", 2, 2, "lane 2 delivered 2 batches, expected 4"),
+        ("permute_window", 2, 0, "first divergence"),
+    ],
+)
+def test_exact_contract_names_the_first_divergence(how, step, lane, evidence) -> None:
+    verdict = compare(REF, mutate(how), FULL, exact=True)
+    assert not verdict.ok
+    assert verdict.first_divergence is not None
+    assert (verdict.first_divergence.step, verdict.first_divergence.lane) == (step, lane)
+    assert evidence in verdict.describe()
+
+
+def test_mid_window_contract_allows_a_permuted_window_but_not_a_lost_sample() -> None:
+    assert compare(REF, mutate("permute_window"), FULL, exact=False).ok
+    for how in ("skip", "duplicate", "drop_lane"):
+        verdict = compare(REF, mutate(how), FULL, exact=False)
+        assert not verdict.ok, how
+        assert verdict.missing or verdict.duplicated or "delivered" in verdict.describe()
+
+
+def test_expected_lengths_bound_the_comparison() -> None:
+    short = {lane: batches[:2] for lane, batches in REF.items()}
+    assert compare(REF, short, {lane: 2 for lane in REF}, exact=True).ok
+    assert not compare(REF, short, FULL, exact=True).ok
