@@ -1,7 +1,7 @@
-"""Hypothesis settings profiles: ``ci`` (derandomized, small), ``deep`` (many, randomized), ``replay``.
+"""Hypothesis profiles: ``ci`` (derandomized, small), ``deep`` (many, randomized), ``replay``.
 
-Chosen with ``--chaos-profile``; under ``CI=true`` the default is ``ci``. Every property in the
-suite and in downstream tests inherits the profile, so one flag widens or narrows the search.
+Chosen with ``--chaos-profile`` (or ZEPHON_CHAOS_PROFILE); the default is ``ci``. Every
+property in the suite and in downstream tests inherits it: one flag widens or narrows a search.
 """
 
 from __future__ import annotations
@@ -12,23 +12,13 @@ from hypothesis import HealthCheck, Phase, settings
 
 PROFILES = ("ci", "deep", "replay")
 
-settings.register_profile(
-    "ci",
-    max_examples=25,
-    derandomize=True,
-    deadline=None,
-    database=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-settings.register_profile(
-    "deep",
-    max_examples=500,
-    derandomize=False,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+_SEARCH = {
+    "deadline": None,
+    "print_blob": True,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+settings.register_profile("ci", max_examples=25, derandomize=True, database=None, **_SEARCH)
+settings.register_profile("deep", max_examples=500, derandomize=False, **_SEARCH)
 settings.register_profile(
     "replay",
     max_examples=1,
