@@ -72,16 +72,30 @@ class RecipeConfigContract:
 
 
 def check_rule(adapter: Any, rule: RecipeRule, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run one rule against ``adapter``, turning its outcome into a pytest outcome."""
+    """Run one rule against ``adapter``, turning its outcome into a pytest outcome.
+
+    Outcomes are reported outside the ``except`` blocks so that the report is the rule's
+    message alone, without the chain of exceptions that led to it.
+    """
+    skipped: str | None = None
+    failed: str | None = None
     try:
         rule.check(adapter, monkeypatch)
     except RuleNotApplicable as exc:
-        pytest.skip(f"rule {rule.id} '{rule.title}' not checked: {exc}")
+        skipped = f"rule {rule.id} '{rule.title}' not checked: {exc}"
     except RuleViolation as exc:
         cause = exc.__cause__
         if isinstance(cause, NotImplementedError) and "make_config" in str(cause):
-            pytest.fail(str(cause), pytrace=False)
-        pytest.fail(f"rule {rule.id} '{rule.title}' violated: {exc}", pytrace=False)
+            failed = str(cause)
+        else:
+            failed = (
+                f"rule {rule.id} '{rule.title}' violated: {exc}\n"
+                f"expected at {rule.moment}: {rule.expected} ({rule.why})"
+            )
+    if skipped is not None:
+        pytest.skip(skipped)
+    if failed is not None:
+        pytest.fail(failed, pytrace=False)
 
 
 def _toml_value(value: Any) -> str:

@@ -210,8 +210,7 @@ class Observation:
             e = self.error
             lines.append(f"error: {e.type_name}: {e.message[:300]!r} at {e.moment.value}")
         lines += [
-            f"warning: {w.category}: {w.message[:200]!r} at {w.moment.value}"
-            for w in self.warnings
+            f"warning: {w.category}: {w.message[:200]!r} at {w.moment.value}" for w in self.warnings
         ]
         timing = ", ".join(f"{m.value}={s:.3f}s" for m, s in self.elapsed_s.items())
         lines.append(f"elapsed: {timing}")

@@ -92,7 +92,7 @@ def _call(what: str, build: Callable[[], Any]) -> Any:
     """Run ``build``; report an unexpected exception as the violation it is."""
     try:
         return build()
-    except RuleViolation:
+    except (RuleViolation, RuleNotApplicable):
         raise
     except Exception as exc:
         raise RuleViolation(f"{what} raised {type(exc).__name__}: {exc}") from exc
@@ -129,6 +129,8 @@ def _refused(
                 f"{', '.join(missing)}, so the user can't tell what to change: {exc}"
             ) from exc
         return
+    except RuleNotApplicable:
+        raise
     except Exception as exc:
         raise RuleViolation(
             f"{what} raised {type(exc).__name__} instead of ValueError: {exc}"
@@ -151,7 +153,10 @@ def _isolate(adapter: RecipeAdapter, env: EnvPatch) -> None:
 def _expect_choice(
     options: Mapping[str, Any], *, store: str | None, directory: str | None, what: str
 ) -> None:
-    got_store, got_dir = options.get("aggregate_store") or None, options.get("aggregate_dir") or None
+    got_store, got_dir = (
+        options.get("aggregate_store") or None,
+        options.get("aggregate_dir") or None,
+    )
     if (got_store, got_dir) != (store, directory):
         raise RuleViolation(
             f"{what}: Zephon would get aggregate_store={got_store!r}, "
@@ -277,7 +282,9 @@ def _load_toml(adapter: RecipeAdapter, text: str) -> Any:
 
 def _toml_accepts_store(adapter: RecipeAdapter, env: EnvPatch) -> None:
     _isolate(adapter, env)
-    text = adapter.toml_recipe(**_fields(adapter, distributed=True, aggregate_store=adapter.store_uri))
+    text = adapter.toml_recipe(
+        **_fields(adapter, distributed=True, aggregate_store=adapter.store_uri)
+    )
     config = _call(f"from_toml({text!r})", lambda: _load_toml(adapter, text))
     _expect_choice(
         _options(adapter, config),
@@ -377,8 +384,7 @@ RECIPE_RULES: tuple[RecipeRule, ...] = (
     RecipeRule(
         id="R6",
         slug="env-yields-to-store",
-        title="ZEPHON_AGGREGATE_DIR doesn't override or conflict with a configured "
-        "aggregate_store",
+        title="ZEPHON_AGGREGATE_DIR doesn't override or conflict with a configured aggregate_store",
         expected="aggregate_store only; no ValueError",
         moment="to_zephon_options",
         why="an exported default must not turn a valid recipe into a both-set one",
