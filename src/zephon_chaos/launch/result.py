@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,13 +21,33 @@ class RankOutcome:
     error: str | None = None
     traceback: str | None = None
     killed_by_harness: bool = False
+    kernel_note: str | None = field(default=None, repr=False, compare=False)
+    """The kernel log's word on an unexplained SIGKILL, read once (see ``report.kernel``)."""
+
+    @property
+    def unexplained_sigkill(self) -> bool:
+        return self.exitcode == -signal.SIGKILL and not self.killed_by_harness
 
     @property
     def status(self) -> str:
+        """The exit status in words; a SIGKILL the harness did not send comes with the
+        kernel's evidence for (or against) an OOM kill."""
         text = describe(self.exitcode)
-        if self.exitcode == -9 and not self.killed_by_harness:
-            text += " (not sent by the harness: possibly the kernel's OOM killer)"
+        if self.unexplained_sigkill:
+            if self.kernel_note is None:
+                self.kernel_note = self._kernel_note()
+            text += (
+                " (not sent by the harness: possibly the kernel's OOM killer; "
+                f"{self.kernel_note})"
+            )
         return text
+
+    def _kernel_note(self) -> str:
+        if self.pid is None:
+            return "no PID recorded to look up in the kernel log"
+        from zephon_chaos.report.kernel import oom_evidence
+
+        return oom_evidence(self.pid).describe()
 
     def tail(self, stream: str = "stderr", lines: int = 30) -> str:
         path = self.stderr if stream == "stderr" else self.stdout
@@ -65,8 +86,30 @@ class GroupResult:
         if self.first_failure is not None and self.first_failure.error:
             ff = self.first_failure
             lines.append(f"first failure: rank {ff.rank}: {ff.error}")
+        stuck = self.stuck_frames()
+        if stuck:
+            lines.append("stuck at the deadline (innermost frame of the program's main thread):")
+            lines += [f"  {who}: {where}" for who, where in stuck.items()]
         lines.extend(self.notes)
         return "\n".join(lines)
+
+    def stuck_frames(self) -> dict[str, str]:
+        """``{"rank 1 (pid 123)": "busy_loop (hang.py:7)"}`` for every captured stack."""
+        from zephon_chaos.diagnostics.frames import describe_stuck
+
+        out: dict[str, str] = {}
+        for who, stack in self.stacks.items():
+            pid = _pid_of_label(who)
+            where = describe_stuck(stack, pid)
+            if where is None:
+                first = stack.strip().splitlines()[0] if stack.strip() else ""
+                where = (
+                    first[:160]
+                    if first.startswith("no stack")
+                    else "no Python frame in its main thread (native code, or shutting down)"
+                )
+            out[who] = where
+        return out
 
     def report(self, tail_lines: int = 30) -> str:
         """The summary, the first failure's traceback, every rank's log tail, and stacks."""
@@ -107,6 +150,13 @@ class GroupFailed(AssertionError):
     def __init__(self, result: GroupResult) -> None:
         super().__init__(result.report())
         self.result = result
+
+
+def _pid_of_label(label: str) -> int | None:
+    """The PID in a stack label such as ``rank 1 (pid 123)``."""
+    _, _, rest = label.rpartition("(pid ")
+    digits = rest.rstrip(")")
+    return int(digits) if digits.isdigit() else None
 
 
 def read_tail(path: Path | None, lines: int) -> str:

@@ -4,10 +4,25 @@ torchrun starts workers in their own sessions, and Zephon starts subprocesses of
 a process tree walk at teardown misses orphans. Every Python process of a group imports this
 module at start-up (it is first on PYTHONPATH), writes ``<pid>-<start ticks>`` (with its rank
 variables) into ``ZEPHON_CHAOS_PID_DIR`` and hands over to any other ``sitecustomize`` on the path.
+
+It also arms ``faulthandler`` on SIGUSR1 into ``<pid dir>/stacks/<pid>-<ticks>``: the fallback
+for stack capture where ptrace (py-spy) is not permitted. Children forked from Python (not
+exec'd) record themselves and re-arm into their own file, so every process has its own dump.
 """
 
 import os
 import sys
+
+STACKS_SUBDIR = "stacks"
+STACK_SIGNAL_VAR = "ZEPHON_CHAOS_STACK_SIGNAL"
+
+
+def _ticks(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return "0"
 
 
 def _record() -> None:
@@ -15,11 +30,7 @@ def _record() -> None:
     if not pid_dir:
         return
     pid = os.getpid()
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            ticks = f.read().rsplit(b")", 1)[1].split()[19].decode()
-    except OSError:
-        ticks = "0"
+    ticks = _ticks(pid)
     env = os.environ
     record = {
         "ppid": os.getppid(),
@@ -27,7 +38,7 @@ def _record() -> None:
         "local_rank": env.get("LOCAL_RANK"),
         "group_rank": env.get("GROUP_RANK"),
         "restart": env.get("TORCHELASTIC_RESTART_COUNT"),
-        "argv": sys.argv[:8],
+        "argv": list(getattr(sys, "argv", []))[:8],
     }
     try:
         import json
@@ -37,6 +48,43 @@ def _record() -> None:
         os.close(fd)
     except (OSError, TypeError, ValueError):
         pass
+    _arm_faulthandler(pid_dir, pid, ticks)
+
+
+def _arm_faulthandler(pid_dir: str, pid: int, ticks: str) -> None:
+    """Dump every thread's stack into this process's own file when the stack signal arrives."""
+    try:
+        import faulthandler
+        import signal
+
+        signum = int(os.environ.get(STACK_SIGNAL_VAR) or signal.SIGUSR1)
+        stack_dir = os.path.join(pid_dir, STACKS_SUBDIR)
+        os.makedirs(stack_dir, mode=0o700, exist_ok=True)
+        fd = os.open(
+            os.path.join(stack_dir, f"{pid}-{ticks}"),
+            os.O_CREAT | os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC,
+            0o600,
+        )
+        out = os.fdopen(fd, "w")
+        faulthandler.register(signum, file=out, all_threads=True, chain=False)
+        global _STACK_FILE
+        old, _STACK_FILE = _STACK_FILE, out
+        if old is not None:
+            old.close()
+    except (OSError, ValueError, RuntimeError, AttributeError):
+        pass
+
+
+_STACK_FILE = None
+
+
+def _after_fork() -> None:
+    _record()
+
+
+_record()
+if os.environ.get("ZEPHON_CHAOS_PID_DIR") and hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _chain() -> None:
@@ -45,17 +93,15 @@ def _chain() -> None:
     saved = sys.path[:]
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     try:
+        import contextlib
         import importlib
 
-        try:
+        with contextlib.suppress(ImportError):
             importlib.import_module("sitecustomize")
-        except ImportError:
-            pass
     finally:
         sys.path[:] = saved
         if mod is not None and "sitecustomize" not in sys.modules:
             sys.modules["sitecustomize"] = mod
 
 
-_record()
 _chain()
