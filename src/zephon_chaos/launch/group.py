@@ -61,6 +61,9 @@ class TorchrunGroup:
         python: str = sys.executable,
     ) -> None:
         spec.validate()
+        if not spec.module:
+            # torchrun runs in the group's own directory: a relative script path would break.
+            spec.entry = Path(spec.entry).resolve()
         self.spec = spec
         self.workdir = Path(workdir)
         self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -241,6 +244,15 @@ class TorchrunGroup:
 
     def remaining_s(self) -> float:
         return self.spec.deadline_s - (time.monotonic() - self._started_at)
+
+    def deadline_in(self, seconds: float) -> None:
+        """Move the deadline to ``seconds`` from now (after a logical event, say)."""
+        self.spec.deadline_s = (time.monotonic() - self._started_at) + seconds
+
+    @property
+    def result(self) -> GroupResult | None:
+        """The result once :meth:`wait` has returned; None while the group runs."""
+        return self._result
 
     # ---- ending ---------------------------------------------------------------------------
     def wait(self) -> GroupResult:

@@ -28,7 +28,7 @@ def finished_groups(item: Any) -> list[Any]:
         if not isinstance(groups, list):
             continue
         for group in groups:
-            result = getattr(group, "_result", None)
+            result = group.result
             if result is not None and result not in results:
                 results.append(result)
     return results

@@ -63,15 +63,31 @@ def test_a_failing_rank_is_reported_in_words(torchrun_group, allreduce_script: P
 
 def test_a_hanging_rank_is_killed_at_the_deadline(torchrun_group, allreduce_script: Path):
     group = torchrun_group.spawn(
-        allreduce_script, nproc=2, env={"ALLREDUCE_MISBEHAVE": "1:hang"}, deadline_s=12
+        allreduce_script, nproc=2, env={"ALLREDUCE_MISBEHAVE": "1:hang"}, deadline_s=90
     )
+    announced = wait_for_text(group, rank=1, text="rank 1 hangs on purpose", timeout_s=80)
+    assert announced, "rank 1 never reached its hang"
+    group.deadline_in(2.0)
     result = group.wait()
     assert result.timed_out and not result.ok
     assert "passed its deadline" in result.summary()
     assert "rank 1 hangs on purpose" in result.rank(1).tail("stdout")
     assert all(o.killed_by_harness for o in result.ranks)
     assert group.registry.survivors() == []
-    assert result.duration_s < 12 + 10
+    assert result.duration_s < 90
+
+
+def wait_for_text(group, rank: int, text: str, timeout_s: float) -> bool:
+    """Wait for a rank to log ``text`` (a logical event), bounded by ``timeout_s``."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        logs = sorted((group.workdir / "logs").glob(f"agent0/*/attempt_0/{rank}/stdout.log"))
+        if logs and text in logs[-1].read_text(errors="replace"):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_bad_launch_specs_fail_before_starting(torchrun_group, allreduce_script: Path, tmp_path):
