@@ -31,7 +31,7 @@ def test_fails(request, tmp_path):
 
 class _Factory:  # what torchrun_group looks like to the report: groups that were waited for
     def __init__(self, result):
-        self.groups = [type("Group", (), {"_result": result})()]
+        self.groups = [type("Group", (), {"result": result})()]
 
 
 @pytest.fixture
