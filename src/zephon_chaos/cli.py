@@ -63,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zephon-chaos {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"zephon-chaos {args.command}: interrupted; everything started was stopped",
-              file=sys.stderr)
+        print(
+            f"zephon-chaos {args.command}: interrupted; everything started was stopped",
+            file=sys.stderr,
+        )
         return 130
 
 

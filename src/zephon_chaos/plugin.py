@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import pytest
 
+from zephon_chaos.fixtures.chaos import chaos, store_proxy  # noqa: F401
+from zephon_chaos.fixtures.gpu import chaos_gpu_gate, cuda_devices, gpu_world  # noqa: F401
 from zephon_chaos.fixtures.groups import chaos_tmp_root, torchrun_group  # noqa: F401
 from zephon_chaos.fixtures.hygiene import chaos_hygiene, chaos_registry  # noqa: F401
+from zephon_chaos.fixtures.proxy import echo_server, toxiproxy, toxiproxy_server  # noqa: F401
+from zephon_chaos.fixtures.recipe import recipe_run  # noqa: F401
+from zephon_chaos.fixtures.resume import resume_check, zephon_dataset  # noqa: F401
+from zephon_chaos.fixtures.warm import chaos_warm_lane, chaos_warm_server  # noqa: F401
+from zephon_chaos.gpu_summary import pytest_terminal_summary  # noqa: F401
 
 MARKERS: dict[str, str] = {
     "cpu": "runs on CPU (gloo); part of the default CI run",
@@ -51,33 +58,57 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    deadline = config.getoption("--chaos-deadline", default=120.0)
+    if deadline is not None and deadline <= 0:
+        raise pytest.UsageError(
+            f"--chaos-deadline must be a positive number of seconds, got {deadline}"
+        )
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     from zephon_chaos.profiles import load_profile
 
     load_profile(config.getoption("--chaos-profile", default=None))
+    from zephon_chaos.hygiene import session  # identity, ledger, SIGINT/SIGTERM, crashed runs
+
+    session.start(config)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    """On failure, show every group's report (statuses, first error, log tails, stacks)."""
+    """Failure sections (scenarios, groups, stacks, timeline), artifacts, JUnit key facts."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     if report.when == "setup" and not report.failed:
         return
-    from zephon_chaos.report.sections import group_reports
+    from zephon_chaos.report.hook import add_report_details
 
-    results = group_reports(item)
-    if not results:
-        return
-    for result in results:
-        report.user_properties.append((f"group.{result.name}", result.summary().splitlines()[0]))
-    if report.failed:
-        from zephon_chaos.report.artifacts import write_artifacts
+    add_report_details(item, report)
 
-        for result in results:
-            report.sections.append((f"zephon-chaos group {result.name}", result.report()))
-        target = item.config.getoption("--chaos-artifacts", default=None)
-        if target:
-            path = write_artifacts(target, item.nodeid, report, results)
-            report.sections.append(("zephon-chaos artifacts", str(path)))
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A session fixture first used mid-test is set up outside that test's hygiene scope."""
+    from zephon_chaos.hygiene import session
+
+    with session.fixture_setup(request.config, fixturedef.scope):
+        yield
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from zephon_chaos.hygiene import session
+
+    session.finish(config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    from zephon_chaos.hygiene import session
+
+    return session.header(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """An xdist worker went down: reap what a crashed one left, before the run goes on."""
+    from zephon_chaos.hygiene import session
+
+    session.on_worker_down(getattr(node, "config", None))

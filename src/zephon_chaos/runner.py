@@ -38,6 +38,8 @@ class PhaseRun:
     result: GroupResult
     records: list[RankRecord]
     checkpoints: ckpt_oracle.CheckpointVerdict
+    fault: Any = None
+    """A proxy-faulted launch's evidence and verdict (``faults.scenario_proxy.FaultedLaunch``)."""
 
     @property
     def restore_index(self) -> int | None:
@@ -132,6 +134,13 @@ class ScenarioRunner:
         self.reference_cache = {} if reference_cache is None else reference_cache
         self._count = 0
 
+    deadline_cap: Callable[[], float] | None = None
+    """Caps each launch's deadline at launch time (an explorer's remaining budget)."""
+
+    def _deadline(self) -> float:
+        cap = self.deadline_cap
+        return self.deadline_s if cap is None else min(self.deadline_s, cap())
+
     def open_store(self) -> Any:
         """The store aggregation ``store_explicit`` names, kept across the scenario's launches."""
         from zephon_chaos.launch.store_host import StoreHost
@@ -140,6 +149,12 @@ class ScenarioRunner:
 
     def close_store(self, host: Any) -> None:
         host.close()
+
+    def open_proxy_faults(self) -> Any:
+        """A Toxiproxy session for the scenario's proxy-faulted phases (closed at its end)."""
+        from zephon_chaos.faults.scenario_proxy import ProxyFaultSession
+
+        return ProxyFaultSession()
 
     def _launch(self, name: str, spec: WorkloadSpec, world_size: int, path: str) -> GroupResult:
         spec_file = Path(spec.out_dir) / "spec.json"
@@ -151,7 +166,7 @@ class ScenarioRunner:
                 args=[str(spec_file)],
                 nproc=world_size,
                 path=path,  # type: ignore[arg-type]
-                deadline_s=self.deadline_s,
+                deadline_s=self._deadline(),
                 name=name,
             )
         )
@@ -169,6 +184,7 @@ class ScenarioRunner:
             return outcome
         track = _Resume(resumes=outcome.resumes)
         store_host = None
+        proxy_faults = None
         try:
             for i, phase in enumerate(scenario.phases):
                 out = work / f"phase{i}"
@@ -181,6 +197,10 @@ class ScenarioRunner:
                     if store_host is None:
                         store_host = self.open_store()
                     spec = replace(spec, store_uri=f"torch://{store_host.endpoint}")
+                faulted = None
+                if phase.proxy_faults:
+                    proxy_faults = proxy_faults or self.open_proxy_faults()
+                    spec, faulted = proxy_faults.prepare(spec, phase.proxy_faults, phase.world_size)
                 result = self._launch(
                     f"s{self._count}-phase{i}", spec, phase.world_size, phase.launch
                 )
@@ -194,6 +214,15 @@ class ScenarioRunner:
                     outcome.problems += expected_failure_problems(i, phase, result)
                     continue
                 track.resumed(i, phase.world_size)
+                if faulted is not None:
+                    run.fault = faulted
+                    outcome.problems += proxy_faults.judge(faulted, run)
+                    proxy_faults.finish(faulted)
+                    if not result.ok and not phase.rank_faults:
+                        # Failed by its fault: the next phase restores the last complete one.
+                        if run.restore_index is not None:
+                            track.keep(run, run.restore_index)
+                        continue
                 if phase.rank_faults:
                     index = scenario.restore_index(i)
                     crashed = crash_problems(run, index, c)
@@ -216,6 +245,8 @@ class ScenarioRunner:
         finally:
             if store_host is not None:
                 self.close_store(store_host)
+            if proxy_faults is not None:
+                proxy_faults.close()
         if track.kept:
             ref_streams = lane_streams(reference)
             expected = {
@@ -346,11 +377,18 @@ def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) ->
         if f is None or f.failed or 0 not in f.ok_ranks:
             problems.append(f"phase {i}: checkpoint {j}, due before the fault, did not complete")
         elif j < index and len(f.ok_ranks) != len(run.records):
-            problems.append(f"phase {i}: checkpoint {j} has no record from every rank")
+            problems.append(
+                f"phase {i}: checkpoint {j}, before the fault, lacks some rank's record"
+            )
         elif len(set(f.digests.values())) > 1:
-            problems.append(f"phase {i}: checkpoint {j} differs between ranks: {f.digests}")
+            problems.append(
+                f"phase {i}: checkpoint {j}, before the fault, differs between ranks: {f.digests}"
+            )
         elif any(c != list(range(canonical_replicas)) for c in f.covered.values()):
-            problems.append(f"phase {i}: checkpoint {j} does not cover all lanes: {f.covered}")
+            problems.append(
+                f"phase {i}: checkpoint {j}, before the fault, does not cover all lanes: "
+                f"{f.covered}"
+            )
     if not problems and not Path(run.spec.checkpoint_path(index)).is_file():
         problems.append(f"phase {i}: rank 0 persisted no checkpoint {index} before the fault")
     return problems

@@ -68,7 +68,9 @@ def read_error_file(path: Path) -> tuple[str, str, float | None]:
     )
 
 
-_EXC_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$")
+_EXC_LINE = re.compile(
+    r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$"
+)
 
 
 def last_exception_line(stderr_text: str) -> str | None:

@@ -26,7 +26,9 @@ def materialize_jsonl(data: DataSpec, data_dir: Path | str) -> Path:
             if path.exists():
                 continue
             tmp = path.with_suffix(".tmp")
-            tmp.write_text("".join(json.dumps(row(src.name, shard, j)) + "\n" for j in range(count)))
+            tmp.write_text(
+                "".join(json.dumps(row(src.name, shard, j)) + "\n" for j in range(count))
+            )
             tmp.replace(path)
     return root
 

@@ -14,6 +14,9 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,9 @@ def _aggregation(spec: WorkloadSpec) -> tuple[str | None, str | None]:
         return "torch://", None
     if mode == "store_explicit":
         if not spec.store_uri:
-            raise ValueError("aggregation 'store_explicit' needs spec.store_uri (torch://host:port)")
+            raise ValueError(
+                "aggregation 'store_explicit' needs spec.store_uri (torch://host:port)"
+            )
         return spec.store_uri, None
     if not spec.aggregate_dir:
         raise ValueError("aggregation 'dir' needs spec.aggregate_dir")
@@ -59,18 +64,140 @@ def _fire(fault: RankFault, rank: int, out: RecordWriter) -> None:
 
 
 def run(spec: WorkloadSpec) -> int:
+    """One rank process of a torchrun group: join the process group, run the rank, leave."""
     import torch.distributed as dist
+
+    from zephon_chaos.faults.restart import restart_store, restart_view
 
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
+    spec = restart_view(spec)
     if spec.backend == "nccl":
         import torch
 
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(spec.backend)
+    pg_options: dict[str, Any] = {}
+    if spec.pg_timeout_s is not None:
+        from datetime import timedelta
+
+        pg_options["timeout"] = timedelta(seconds=spec.pg_timeout_s)
+    store = restart_store()
+    if store is not None:  # a torchrun restart: this attempt's own keys
+        pg_options.update(store=store, rank=rank, world_size=world)
+    dist.init_process_group(spec.backend, **pg_options)
+    device = None
+    if spec.backend == "nccl":
+        import torch
+
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    default_store = _place_store_proxy(spec, rank, world)
+    code = run_rank(spec, rank, world, default_store=default_store, device=device)
+    if spec.store_proxy_ports:
+        _record_collective(spec, rank, world, "after_run")
+    with contextlib.suppress(Exception):
+        dist.barrier()
+    dist.destroy_process_group()
+    return code
+
+
+def _place_store_proxy(spec: WorkloadSpec, rank: int, world: int) -> str:
+    """Route this rank's ``torch://`` client through its own proxy, if the spec gives one."""
+    if not spec.store_proxy_ports:
+        return "torch://"
+    from zephon_chaos.faults.placement import place_store_proxy
+
+    placement = place_store_proxy(spec, rank)
+    out = RecordWriter(spec.out_dir, rank)
+    out.write("placement", **(placement.as_record() if placement else {"rank": rank}))
+    out.close()
+    _record_collective(spec, rank, world, "after_placement")
+    return placement.store_uri if placement else "torch://"
+
+
+def _record_collective(spec: WorkloadSpec, rank: int, world: int, label: str) -> None:
+    """An all-reduce over the process group, recorded: gloo traffic works beside the proxies."""
+    import torch
+    import torch.distributed as dist
+
+    value = torch.ones(1, dtype=torch.int64)
+    dist.all_reduce(value)
+    out = RecordWriter(spec.out_dir, rank)
+    out.write("collective", label=label, sum=int(value.item()), world=world)
+    out.close()
+
+
+def _agree(ok: bool) -> bool:
+    """Whether every rank's checkpoint succeeded: an all-reduce (MIN) of each rank's success.
+
+    Without an initialised process group (rank threads) there is no one to agree with.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return ok
+    import torch
+
+    flag = torch.tensor([1 if ok else 0], dtype=torch.int64)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+@dataclass
+class RankHooks:
+    """What differs between a rank process (torchrun) and a rank thread (the in-process tier).
+
+    ``on_step(n, taken)`` runs before batch ``n`` (and at the end), ``before_checkpoint(index)``
+    before each collective checkpoint: either may raise to stop the rank. ``capture_warnings``
+    records the warnings one checkpoint call emits; ``fire`` applies a scheduled fault;
+    ``agree(ok)`` tells whether every rank's checkpoint attempt succeeded (lockstep retry).
+    """
+
+    on_step: Callable[[int, int], None] = lambda n, taken: None
+    before_checkpoint: Callable[[int], None] = lambda index: None
+    capture_warnings: Callable[[], AbstractContextManager[list[Any]]] = (
+        lambda: _catch_warnings()
+    )
+    fire: Callable[[RankFault, int, RecordWriter], None] = _fire
+    agree: Callable[[bool], bool] = _agree
+
+
+@contextlib.contextmanager
+def _catch_warnings() -> Iterator[list[Any]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+def checkpoint_marks(spec: WorkloadSpec, per_step: int) -> list[int]:
+    """Batch counts (on a rank with ``per_step`` lanes) after which the checkpoints fall."""
+    return sorted({c.step * per_step + min(c.extra, per_step) for c in spec.checkpoints})
+
+
+def run_rank(
+    spec: WorkloadSpec,
+    rank: int,
+    world: int,
+    *,
+    default_store: str = "torch://",
+    device: Any = None,
+    hooks: RankHooks | None = None,
+) -> int:
+    """The rank's loop: batches, records, checkpoints, faults; the same for both tiers.
+
+    ``default_store`` is what aggregation ``store`` uses: torchrun's ``torch://``, or an
+    explicit ``torch://host:port`` where ranks are threads sharing one environment. When the
+    data runs out, the checkpoints still due are taken at once (a final checkpoint at
+    exhaustion), so every rank makes the same number of collective calls.
+    """
+    began = time.monotonic()
+    hooks = hooks or RankHooks()
     out = RecordWriter(spec.out_dir, rank)
     lanes = lanes_of(rank, world, spec.pipeline.canonical_replicas, spec.pipeline.mapping)
     store, agg_dir = _aggregation(spec)
+    if store == "torch://":
+        store = default_store
+    store = _interposed(spec, rank, store)
+    agg_dir = agg_dir or spec.aggregate_dir
     pipe = build_pipeline(
         spec.data,
         spec.pipeline,
@@ -85,60 +212,125 @@ def run(spec: WorkloadSpec) -> int:
         restored = persist.load(spec.restore_from, spec.persist_format)
         pipe.restore(restored)
     out.write(
-        "start", rank=rank, world=world, lanes=lanes, pid=os.getpid(), restored=spec.restore_from
+        "start",
+        rank=rank,
+        world=world,
+        lanes=lanes,
+        pid=os.getpid(),
+        restored=spec.restore_from,
+        started_at=time.monotonic(),
     )
     out.flush()
     plant = Plant(spec.plant, rank, lanes, restored, world)
     per_step = max(1, len(lanes))
-    marks = sorted({c.step * per_step + min(c.extra, per_step) for c in spec.checkpoints})
-    faults = {f.at_step * per_step: f for f in spec.faults if f.rank == rank}
-    device = None
-    if spec.backend == "nccl":
-        import torch
-
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    marks = checkpoint_marks(spec, per_step)
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
+    faults = {
+        f.at_step * per_step: f
+        for f in spec.faults
+        if f.rank == rank and f.restart in (None, restart)
+    }
     it = iter(pipe)
     total = spec.steps * per_step
     taken = 0
     lane_counts: dict[int, int] = {lane: 0 for lane in lanes}
-    for n in range(total + 1):
-        if n in faults:
-            _fire(faults[n], rank, out)
-        while marks and marks[0] == n:
-            marks.pop(0)
-            _checkpoint(pipe, spec, rank, taken, n, lane_counts, out)
-            taken += 1
-        if n == total:
-            break
-        try:
-            batch = next(it)
-        except StopIteration:
-            out.write("exhausted", after_batches=n)
-            break
-        if device is not None:
-            _to_device(batch, device)
-        lane = int(batch.lane_ids[0])
-        lane_counts[lane] = lane_counts.get(lane, 0) + 1
-        planted = plant.apply(lane, [tuple(int(x) for x in sid) for sid in batch.ids])
-        if planted is not None:
-            out.write("batch", i=n, lane=planted[0], ids=planted[1], ckpts=taken)
-        if (n + 1) % per_step == 0:
-            out.flush()
-    out.write("end", batches=min(n, total))
-    out.close()
-    with contextlib.suppress(Exception):
-        dist.barrier()
-    dist.destroy_process_group()
+
+    def checkpoint(after: int) -> None:
+        nonlocal taken
+        hooks.before_checkpoint(taken)
+        _checkpoint(pipe, spec, rank, taken, after, lane_counts, out, hooks)
+        taken += 1
+
+    try:
+        for n in range(total + 1):
+            hooks.on_step(n, taken)
+            if n in faults:
+                hooks.fire(faults[n], rank, out)
+            while marks and marks[0] == n:
+                marks.pop(0)
+                checkpoint(n)
+            if n == total:
+                break
+            try:
+                batch = next(it)
+            except StopIteration:
+                out.write("exhausted", after_batches=n)
+                out.flush()
+                while marks:
+                    marks.pop(0)
+                    checkpoint(n)
+                break
+            if device is not None:
+                _to_device(batch, device, out)
+            lane = int(batch.lane_ids[0])
+            lane_counts[lane] = lane_counts.get(lane, 0) + 1
+            planted = plant.apply(lane, [tuple(int(x) for x in sid) for sid in batch.ids])
+            if planted is not None:
+                out.write("batch", i=n, lane=planted[0], ids=planted[1], ckpts=taken)
+            if (n + 1) % per_step == 0:
+                out.flush()
+        out.write("end", batches=min(n, total))
+    except Exception as exc:
+        # When and why this rank failed, for the fault oracles (a pipeline that cannot reach
+        # its store fails at its first batch, before any checkpoint record).
+        now = time.monotonic()
+        out.write(
+            "error", error=f"{type(exc).__name__}: {exc}", at=now, since_start_s=now - began
+        )
+        raise
+    finally:
+        out.close()
+        with contextlib.suppress(Exception):
+            it.close()  # type: ignore[attr-defined]
     return 0
 
 
-def _to_device(batch: Any, device: Any) -> None:
-    """Move the batch's tensors to the rank's GPU, as a training step would."""
+def _to_device(batch: Any, device: Any, out: RecordWriter) -> None:
+    """Move the batch's tensors to the rank's GPU, as a training step would, and prove it.
+
+    A Zephon ``SampleBatch`` holds ``records`` whose payloads are the source rows; rows of the
+    memory and jsonl sources hold no tensors, so the batch's sample ids become one ``[B, 3]``
+    int64 tensor instead. A sum computed on the device is recorded (kind ``device``): the
+    records then show that every batch reached the GPU and arrived intact.
+    """
     import torch
 
-    for value in vars(batch).values() if hasattr(batch, "__dict__") else ():
-        if isinstance(value, torch.Tensor):
-            value.to(device, non_blocking=True)
+    tensors = [t for record in batch.records for t in _tensors_of(record.payload, torch.Tensor)]
+    if not tensors:
+        ids = [[int(x) for x in sid] for sid in batch.ids]
+        tensors = [torch.tensor(ids, dtype=torch.int64)]
+    moved = [t.to(device, non_blocking=True) for t in tensors]
+    checksum = float(sum(t.double().sum() for t in moved).item())  # waits for the copies
+    out.write(
+        "device",
+        lane=int(batch.lane_ids[0]),
+        device=str(moved[0].device),
+        tensors=len(moved),
+        checksum=checksum,
+    )
+
+
+def _tensors_of(payload: Any, tensor_type: type) -> list[Any]:
+    if isinstance(payload, tensor_type):
+        return [payload]
+    if isinstance(payload, dict):
+        return [v for v in payload.values() if isinstance(v, tensor_type)]
+    return []
+
+
+def _interposed(spec: WorkloadSpec, rank: int, store: str | None) -> str | None:
+    """The store URI wrapped in the interposer (``chaos://``) when the spec asks for it."""
+    if not (spec.interpose or any(t.rank == rank for t in spec.triggers)):
+        return store
+    from zephon_chaos.faults.interposer import InterposerError, interpose_uri, plan_for
+
+    plan = plan_for(spec, rank)
+    if store is None or plan is None:
+        raise InterposerError(
+            "phase triggers observe the aggregation store; with aggregation 'dir' there is "
+            "none: use aggregation 'store' (or step faults) instead"
+        )
+    return interpose_uri(store, plan)
 
 
 def _checkpoint(
@@ -149,38 +341,102 @@ def _checkpoint(
     after: int,
     lane_counts: dict[int, int],
     out: RecordWriter,
+    hooks: RankHooks,
 ) -> None:
+    """One collective checkpoint; under ``spec.retry``, as many attempts as it allows.
+
+    Each attempt of a retrying rank is recorded (kind ``checkpoint_attempt``, with the
+    agreement under lockstep); the one ``checkpoint`` record is the final outcome. Rank 0
+    persists only a checkpoint that is final (agreed, under lockstep).
+    """
     started = time.monotonic()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            ckpt = pipe.checkpoint()
-        except Exception as exc:
-            out.write(
-                "checkpoint",
-                index=index,
-                after_batches=after,
-                ok=False,
-                error=f"{type(exc).__name__}: {exc}",
-                lane_counts=lane_counts,
-                duration_s=time.monotonic() - started,
-            )
+    attempts = 1 if spec.retry == "none" else max(1, spec.retry_attempts)
+    error: str = ""
+    ckpt: dict[str, Any] | None = None
+    warned: list[Any] = []
+    attempt = 0
+    for attempt in range(1, attempts + 1):
+        began = time.monotonic()
+        with hooks.capture_warnings() as caught:
+            warned = caught
+            try:
+                ckpt, error = pipe.checkpoint(), ""
+            except Exception as exc:
+                ckpt, error = None, f"{type(exc).__name__}: {exc}"
+                if spec.retry == "none":
+                    _write_checkpoint(out, index, after, lane_counts, started, error=error)
+                    raise
+        if spec.retry == "none":
+            break
+        out.write(
+            "checkpoint_attempt",
+            index=index,
+            attempt=attempt,
+            ok=ckpt is not None,
+            retry=spec.retry,
+            error=error or None,
+            digest=persist.digest(ckpt) if ckpt is not None else None,
+            started_at=began,
+            ended_at=time.monotonic(),
+        )
+        out.flush()
+        agreed = ckpt is not None
+        if spec.retry == "lockstep":
+            try:
+                agreed = hooks.agree(agreed)
+            except Exception as exc:  # a peer died: the agreement itself failed
+                error = f"{type(exc).__name__}: lockstep agreement failed: {exc}"
+                _write_checkpoint(out, index, after, lane_counts, started, error=error)
+                raise
+            out.write("checkpoint_agreement", index=index, attempt=attempt, all_ok=agreed)
             out.flush()
-            raise
-    covered = sorted(int(k) for k in (ckpt.get("progress") or {}))
+        if agreed:
+            break
+        if ckpt is not None:
+            error = (
+                f"RuntimeError: checkpoint {index} succeeded here but failed on another rank "
+                f"(lockstep agreement, attempt {attempt} of {attempts})"
+            )
+            ckpt = None
+    else:
+        _write_checkpoint(out, index, after, lane_counts, started, error=error, attempts=attempts)
+        raise RuntimeError(f"checkpoint {index} failed after {attempts} attempt(s): {error}")
+    assert ckpt is not None
     if rank == 0:
         persist.save(ckpt, spec.checkpoint_path(index), spec.persist_format)
-    out.write(
-        "checkpoint",
-        index=index,
-        after_batches=after,
-        ok=True,
-        lane_counts=lane_counts,
-        digest=persist.digest(ckpt),
-        lanes_covered=covered,
-        warnings=[str(w.message) for w in caught],
-        duration_s=time.monotonic() - started,
+    _write_checkpoint(
+        out, index, after, lane_counts, started, ckpt=ckpt, caught=warned, attempts=attempt
     )
+
+
+def _write_checkpoint(
+    out: RecordWriter,
+    index: int,
+    after: int,
+    lane_counts: dict[int, int],
+    started: float,
+    *,
+    ckpt: dict[str, Any] | None = None,
+    error: str = "",
+    caught: list[Any] | None = None,
+    attempts: int = 1,
+) -> None:
+    fields: dict[str, Any] = {
+        "index": index,
+        "after_batches": after,
+        "ok": ckpt is not None,
+        "lane_counts": lane_counts,
+        "duration_s": time.monotonic() - started,
+        "started_at": started,
+        "attempts": attempts,
+    }
+    if ckpt is None:
+        fields["error"] = error
+    else:
+        fields["digest"] = persist.digest(ckpt)
+        fields["lanes_covered"] = sorted(int(k) for k in (ckpt.get("progress") or {}))
+        fields["warnings"] = [str(w.message) for w in caught or []]
+    out.write("checkpoint", **fields)
     out.flush()
 
 

@@ -26,8 +26,14 @@ PLANTS: dict[str, str] = {
 class Plant:
     """Rewrites (lane, ids) of batches as the planted defect would have delivered them."""
 
-    def __init__(self, name: str | None, rank: int, lanes: list[int], restored: dict[str, Any] | None,
-                 world_size: int) -> None:
+    def __init__(
+        self,
+        name: str | None,
+        rank: int,
+        lanes: list[int],
+        restored: dict[str, Any] | None,
+        world_size: int,
+    ) -> None:
         if name is not None and name not in PLANTS:
             raise ValueError(f"unknown plant {name!r}; choose one of {', '.join(PLANTS)}")
         self.name = name if restored is not None else None
@@ -60,4 +66,3 @@ class Plant:
         if name == "drop_lane" and lane == self.lanes[0]:
             return None
         return lane, ids
-

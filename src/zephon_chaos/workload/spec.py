@@ -21,6 +21,10 @@ MAPPINGS: tuple[str, ...] = ("contiguous", "interleaved")
 AGGREGATIONS: tuple[str, ...] = ("store", "store_explicit", "dir")
 FORMATS: tuple[str, ...] = ("pickle", "torch", "json")
 EXHAUSTION: tuple[str, ...] = ("repeat", "stop")
+Retry = Literal["none", "lockstep", "independent"]
+RETRIES: tuple[str, ...] = ("none", "lockstep", "independent")
+ROUND_PHASES: tuple[str, ...] = ("announce", "shard", "participants", "outcome", "ack")
+"""Checkpoint-round phases the interposer sees, in protocol order (see ``faults.interposer``)."""
 
 
 class SpecError(ValueError):
@@ -74,12 +78,36 @@ class RankFault:
     """A fault the rank applies to itself (or its agent) at a logical point.
 
     ``at_step``: before consuming global step k. ``action``: sigkill | sigterm | sigstop |
-    exit | raise | kill_agent. ``rank``: which rank acts.
+    exit | raise | kill_agent. ``rank``: which rank acts. ``restart``: only in that torchrun
+    restart attempt (``TORCHELASTIC_RESTART_COUNT``); None fires in every attempt.
     """
 
     rank: int
     at_step: int
     action: str
+    restart: int | None = None
+
+
+@dataclass(frozen=True)
+class PhaseTrigger:
+    """A fault the interposer applies when ``rank`` writes a key of a checkpoint-round phase.
+
+    ``phase``: one of ``ROUND_PHASES``; ``occurrence``: the n-th such write of this rank
+    (1 = its first round); ``when``: ``before`` or ``after`` the write reaches the store.
+    ``action``: event | hold | drop | cut | toxic | raise | sigkill | sigterm | sigstop |
+    exit | kill_agent (see ``faults.interposer.ACTIONS``); ``toxic``/``attributes``/``stream``
+    describe the toxic of action ``toxic``; ``hold_timeout_s`` bounds a hold.
+    """
+
+    rank: int
+    phase: str
+    action: str = "event"
+    occurrence: int = 1
+    when: str = "before"
+    toxic: str = ""
+    attributes: dict[str, int] = field(default_factory=dict)
+    stream: str = "downstream"
+    hold_timeout_s: float = 60.0
 
 
 @dataclass
@@ -100,6 +128,27 @@ class WorkloadSpec:
     backend: Literal["gloo", "nccl"] = "gloo"
     plant: str | None = None
     """A deliberate defect, to show the oracle catches it (see ``workload.plants``)."""
+    store_proxy_ports: dict[str, int] = field(default_factory=dict)
+    """Rank (a string: JSON's key type) → port of its own proxy on 127.0.0.1 in front of the
+    aggregation store; the rank points the proxy at MASTER_ADDR:MASTER_PORT once it knows them."""
+    store_proxy_names: dict[str, str] = field(default_factory=dict)
+    """Rank → name of that proxy on the Toxiproxy server at ``proxy_api_url``."""
+    proxy_api_url: str | None = None
+    interpose: bool = False
+    """Wrap the store client in the interposer (``chaos://``) even without triggers."""
+    triggers: tuple[PhaseTrigger, ...] = ()
+    control: str | None = None
+    """Abstract Unix socket name where the harness hears interposer events (and releases holds)."""
+    retry: Retry = "none"
+    """After a failed checkpoint: raise (none), all ranks agree by an all-reduce of success and
+    retry together (lockstep), or each rank retries alone (independent)."""
+    retry_attempts: int = 2
+    """Checkpoint calls per checkpoint at most, under lockstep or independent retry."""
+    resume_on_restart: bool = False
+    """In a torchrun restart, write under ``out_dir/restart<n>`` and restore the latest
+    checkpoint an earlier attempt persisted."""
+    pg_timeout_s: float | None = None
+    """Process-group timeout (gloo collectives); None keeps torch's default."""
     version: int = SPEC_VERSION
 
     def to_json(self) -> str:
@@ -132,6 +181,7 @@ _NESTED: dict[str, type] = {
     "sources": SourceSpec,
     "checkpoints": CheckpointAt,
     "faults": RankFault,
+    "triggers": PhaseTrigger,
 }
 
 

@@ -1,0 +1,77 @@
+"""The warm lane against the CLI path and bare torchrun, on one 3-phase scenario, in one run.
+
+Three ways to pay for the same three launches (reference W=2, save W=2, resume W=3):
+the scenario via the CLI path (``python -m torch.distributed.run`` per launch), the same
+scenario via the warm lane (agents and workers forked from a pre-warmed server; the server's
+one-time start is printed apart), and three bare ``torchrun --standalone`` launches of a
+trivial gloo script. Alternated per round. Targets: warm at least 2x faster than CLI, and
+CLI <= 1.3x bare. Bounded by --max-seconds (170).
+
+    python benchmarks/launch.py [--rounds N] [--max-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from zephon_chaos.bench.launch_timing import (
+    bare_scenario,
+    cli,
+    fits,
+    line,
+    median,
+    private_root,
+    scenario_seconds,
+    verdict,
+)
+from zephon_chaos.bench.machine import load_note
+from zephon_chaos.launch.warm import WarmServerProcess, warm_launcher
+from zephon_chaos.runner import Launcher
+
+WARM_SPEEDUP = 2.0
+CLI_OVER_BARE = 1.3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-seconds", type=float, default=170.0)
+    args = parser.parse_args(argv)
+    times: dict[str, list[float]] = {"cli": [], "warm": [], "bare": []}
+    began = time.monotonic()
+    with private_root() as root:
+        started = time.monotonic()
+        with WarmServerProcess(root / "warm-server") as server:
+            server_start = time.monotonic() - started
+
+            def warm(work: Path) -> Launcher:
+                return warm_launcher(server, work)
+
+            ways = {"cli": lambda i: scenario_seconds(cli, root, f"cli{i}"),
+                    "warm": lambda i: scenario_seconds(warm, root, f"warm{i}"),
+                    "bare": lambda i: bare_scenario(root)}
+            for i in range(args.rounds):
+                if not fits(began, args.max_seconds, i):
+                    print(f"  stopped after {i} rounds (--max-seconds {args.max_seconds:.0f})")
+                    break
+                order = list(ways) if i % 2 == 0 else list(reversed(ways))
+                for who in order:
+                    times[who].append(ways[who](i))
+    cli_s, warm_s, bare_s = (median(times[k]) for k in ("cli", "warm", "bare"))
+    print(f"3-phase scenario (W 2, 2, 3): CLI path, warm lane, bare torchrun ({load_note()})")
+    print(line("scenario via the CLI path", times["cli"]))
+    print(line("scenario via the warm lane", times["warm"]))
+    print(line("3 bare torchrun launches", times["bare"]))
+    print(f"  warm server start (once per session)   {server_start:6.2f} s")
+    speedup = cli_s / warm_s
+    print(verdict("speed-up CLI / warm", speedup, f">= {WARM_SPEEDUP}", speedup >= WARM_SPEEDUP))
+    over = cli_s / bare_s
+    print(verdict("ratio CLI / bare", over, f"<= {CLI_OVER_BARE}", over <= CLI_OVER_BARE))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

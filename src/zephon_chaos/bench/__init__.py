@@ -1,0 +1,1 @@
+"""Measurements: ``zephon-chaos bench aggregation`` (checkpoint aggregation at scale)."""

@@ -1,0 +1,147 @@
+"""Wall times of launches measured side by side: ours (CLI, warm) against bare torchrun.
+
+Shared by ``benchmarks/launch.py``, ``launch_overhead.py`` and ``scenario.py``. Every run
+has a deadline and is reaped; the trivial rank program is the launcher tests' gloo
+all-reduce. "Bare" is what a person types: ``python -m torch.distributed.run --standalone
+--nproc-per-node N script.py``, with no log directory, no spawn hook, no PID records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from zephon_chaos.launch import LaunchSpec, TorchrunGroup
+from zephon_chaos.runner import Launcher, ScenarioRunner, cli_launcher
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec
+
+REPO = Path(__file__).resolve().parents[3]
+TRIVIAL_SCRIPT = REPO / "tests" / "unit" / "launch" / "scripts" / "allreduce.py"
+DEADLINE_S = 120.0
+SCENARIO_WORLDS = (2, 2, 3)
+"""The launches of the 3-phase scenario: reference at 2, save at 2, resume at 3."""
+
+
+class LaunchFailed(RuntimeError):
+    """A timed launch did not succeed; the numbers would be meaningless."""
+
+
+def three_phase_scenario() -> Scenario:
+    """Reference (W=2), save at step 2 (W=2), resume (W=3): three launches."""
+    return Scenario(
+        data=DataSpec(),
+        pipeline=PipelineSpec(canonical_replicas=6),
+        phases=(Phase(2, 3, (CheckpointAt(2),)), Phase(3, 2)),
+        name="bench-3-phase",
+    )
+
+
+@contextlib.contextmanager
+def private_root(prefix: str = "zc-bench-") -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(root, 0o700)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def bare_env(tmpdir: Path) -> dict[str, str]:
+    ours = ("ZEPHON_CHAOS_", "TORCHELASTIC")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    env.update({"TMPDIR": str(tmpdir), "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"})
+    return env
+
+
+def bare_torchrun(nproc: int, root: Path, script: Path = TRIVIAL_SCRIPT) -> float:
+    """Seconds for one bare ``torchrun --standalone`` of ``script`` on ``nproc`` ranks."""
+    tmp = Path(tempfile.mkdtemp(prefix="bare-", dir=root))
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+            "--nproc-per-node", str(nproc), str(script)]
+    began = time.monotonic()
+    proc = subprocess.Popen(argv, env=bare_env(tmp), cwd=tmp, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise LaunchFailed(f"bare torchrun on {nproc} ranks passed {DEADLINE_S} s") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    elapsed = time.monotonic() - began
+    if proc.returncode != 0:
+        raise LaunchFailed(f"bare torchrun failed ({proc.returncode}):\n{out.decode()[-2000:]}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return elapsed
+
+
+def our_launch(nproc: int, root: Path, name: str, script: Path = TRIVIAL_SCRIPT) -> float:
+    """Seconds for one launch of ``script`` through our CLI path (start to reaped)."""
+    began = time.monotonic()
+    with TorchrunGroup(LaunchSpec(entry=script, nproc=nproc, name=name), root / name) as group:
+        result = group.run()
+    elapsed = time.monotonic() - began
+    if not result.ok:
+        raise LaunchFailed(result.report())
+    shutil.rmtree(root / name, ignore_errors=True)
+    return elapsed
+
+
+def bare_scenario(root: Path) -> float:
+    """Seconds for three bare launches with the scenario's rank counts."""
+    return sum(bare_torchrun(n, root) for n in SCENARIO_WORLDS)
+
+
+def scenario_seconds(launcher: Callable[[Path], Launcher], root: Path, name: str) -> float:
+    """Seconds for the 3-phase scenario through ``launcher`` (fresh runner: no cached reference)."""
+    work = root / name
+    began = time.monotonic()
+    runner = ScenarioRunner(work, launcher=launcher(work), deadline_s=DEADLINE_S)
+    outcome = runner.run(three_phase_scenario())
+    elapsed = time.monotonic() - began
+    if not outcome.ok:
+        raise LaunchFailed(outcome.report())
+    shutil.rmtree(work, ignore_errors=True)
+    return elapsed
+
+
+def cli(work: Path) -> Launcher:
+    return cli_launcher(work)
+
+
+def fits(began: float, max_seconds: float, rounds_done: int) -> bool:
+    """Whether one more round (as long as the average so far) ends within ``max_seconds``."""
+    if rounds_done == 0:
+        return True
+    elapsed = time.monotonic() - began
+    return elapsed + elapsed / rounds_done <= max_seconds
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def line(label: str, values: list[float]) -> str:
+    runs = ", ".join(f"{v:.2f}" for v in values)
+    return f"  {label:34s} median {median(values):6.2f} s   ({runs})"
+
+
+def verdict(name: str, value: float, target: str, ok: bool) -> str:
+    return f"  {name:34s} {value:6.2f}   target {target:8s} {'met' if ok else 'MISSED'}"
+

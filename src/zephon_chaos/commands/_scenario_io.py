@@ -1,0 +1,105 @@
+"""Shared by ``run`` and ``replay``: load a scenario file, pick a tier, run it once."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from zephon_chaos.cli import UsageError
+from zephon_chaos.runner import ScenarioOutcome
+from zephon_chaos.scenario import Scenario, ScenarioError
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a scenario JSON file")
+    parser.add_argument(
+        "--tier",
+        default="auto",
+        help="inproc (rank threads, fast), torchrun (real groups), or auto: inproc when the "
+        "scenario needs nothing only processes have (signals, launch paths, worker processes)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="deadline of each launch (default 120)",
+    )
+    parser.add_argument(
+        "--launch",
+        default="cli",
+        help="torchrun tier: cli (python -m torch.distributed.run per launch, the default) or "
+        "warm (agent and workers forked from a process that imported torch already: faster)",
+    )
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        default=None,
+        help="keep the working files (data, records, checkpoints, logs) under DIR",
+    )
+
+
+def load(path: str) -> Scenario:
+    try:
+        return Scenario.load(path)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def pick_tier(scenario: Scenario, choice: str) -> str:
+    from zephon_chaos.explore.tiers import TIER_CHOICES, tier_for
+
+    if choice not in TIER_CHOICES:
+        raise UsageError(f"--tier {choice!r}: choose one of {', '.join(TIER_CHOICES)}")
+    tier = tier_for(scenario, choice)
+    if tier == "inproc":
+        from zephon_chaos.inproc import inproc_refusal
+
+        reason = inproc_refusal(scenario)
+        if reason is not None:
+            raise UsageError(f"the in-process tier cannot run this scenario: {reason}")
+    return tier
+
+
+class Workspace:
+    """A private working folder: a temp dir removed afterwards, or ``--keep DIR``."""
+
+    def __init__(self, keep: str | None) -> None:
+        self.keep = Path(keep) if keep else None
+        if self.keep is not None:
+            self.keep.mkdir(parents=True, exist_ok=True)
+            self.root = Path(tempfile.mkdtemp(prefix="zc-run-", dir=self.keep))
+        else:
+            self.root = Path(tempfile.mkdtemp(prefix="zc-run-"))
+
+    def close(self) -> None:
+        if self.keep is None:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def check_launch(choice: str) -> str:
+    from zephon_chaos.explore.tiers import LAUNCHES
+
+    if choice not in LAUNCHES:
+        raise UsageError(f"--launch {choice!r}: choose one of {', '.join(LAUNCHES)}")
+    return choice
+
+
+def run_once(
+    scenario: Scenario, tier: str, root: Path, deadline_s: float, launch: str = "cli"
+) -> ScenarioOutcome:
+    from zephon_chaos.explore.tiers import close_runner, make_runner
+
+    runner = make_runner(tier, root, deadline_s, launch)
+    try:
+        return runner.run(scenario)
+    finally:
+        close_runner(runner)

@@ -1,0 +1,111 @@
+"""``zephon-chaos bench aggregation``: how checkpoint aggregation scales (time and traffic)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from zephon_chaos.cli import UsageError
+
+SUBCOMMANDS = {"aggregation": "checkpoint aggregation time and store traffic at scale"}
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 1,2,4, got {text!r}") from None
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1,8, got {text!r}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench", metavar="WHAT")
+    sub.required = True
+    p = sub.add_parser("aggregation", help=SUBCOMMANDS["aggregation"],
+                       description=SUBCOMMANDS["aggregation"] + ". Ranks are threads of this "
+                       "process; everything listens on 127.0.0.1 only.")
+    p.add_argument("--out", type=Path, default=Path("bench-aggregation"), metavar="DIR",
+                   help="where the CSV files and PNG plots go (default: ./bench-aggregation)")
+    p.add_argument("--quick", action="store_true",
+                   help="a small grid (W 1,4,16; +0/+10 ms; 3 rounds; 1 and 8 MiB values)")
+    p.add_argument("--worlds", type=_ints, metavar="W,..", help="world sizes (divisors of 16)")
+    p.add_argument("--latencies", type=_ints, metavar="MS,..", help="one-way latencies, ms")
+    p.add_argument("--reps", type=int, metavar="N", help="measured rounds per cell")
+    p.add_argument("--modes", default=None, metavar="store,dir",
+                   help="torch:// store and/or aggregate_dir (default: both)")
+    p.add_argument("--latency-via", choices=("proxy", "client"), default=None,
+                   help="proxy: the embedded Toxiproxy latency toxic (default); client: the "
+                   "counting store sleeps one round trip per request")
+    p.add_argument("--value-sizes", type=_floats, metavar="MIB,..",
+                   help="KVStore-level value sizes for the chunked path")
+    p.add_argument("--value-latencies", type=_ints, metavar="MS,..",
+                   help="one-way latencies for the KVStore-level chunked values")
+    p.add_argument("--no-pipeline-chunked", action="store_true",
+                   help="skip the pipeline checkpoint whose merged state is past 4 MiB")
+    p.add_argument("--max-seconds", type=float, metavar="S",
+                   help="stop starting new cells after this long (the rest is listed as skipped)")
+    p.add_argument("--no-plots", action="store_true", help="write the CSV files only")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.bench != "aggregation":
+        raise UsageError(f"unknown bench {args.bench!r}; choose one of {', '.join(SUBCOMMANDS)}")
+    from zephon_chaos.bench.grid import GridConfig, run_grid
+    from zephon_chaos.bench.report import NOTE, plot, table, write_csv
+
+    config = GridConfig.quick() if args.quick else GridConfig()
+    if args.worlds is not None:
+        config.worlds = args.worlds
+    if args.latencies is not None:
+        config.latencies_ms = args.latencies
+    if args.reps is not None:
+        config.reps = args.reps
+    if args.modes is not None:
+        config.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.latency_via is not None:
+        config.via = args.latency_via
+    if args.value_sizes is not None:
+        config.chunk_sizes_mib = args.value_sizes
+    if args.value_latencies is not None:
+        config.chunk_latencies_ms = args.value_latencies
+    if args.no_pipeline_chunked:
+        config.pipeline = False
+    if args.max_seconds is not None:
+        config.max_seconds = args.max_seconds
+    if config.via == "proxy":
+        from zephon_chaos.bench.latency import proxy_available
+
+        why = proxy_available()
+        if why is not None:
+            print(f"note: {why}; latency is injected by the client instead")
+            config.via = "client"
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} exists and is not a directory; name a directory")
+    from zephon_chaos.bench.machine import load_note
+
+    print(f"zephon-chaos bench aggregation: {len(config.cells())} cells x {config.reps} rounds; "
+          f"latency via {config.via}; {load_note()}\nnote: {NOTE}")
+    began = time.monotonic()
+    result = run_grid(config)
+    files = write_csv(result, args.out)
+    if not args.no_plots:
+        files += plot(result, args.out)
+    print()
+    print(table(result))
+    for what in result.skipped:
+        print(f"skipped (past --max-seconds {config.max_seconds:.0f}): {what}")
+    for problem in result.errors:
+        print(f"error: {problem}")
+    print(f"\nwrote {', '.join(str(f) for f in files)} in {time.monotonic() - began:.0f} s")
+    return 1 if result.errors else 0

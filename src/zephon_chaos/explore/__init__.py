@@ -1,0 +1,6 @@
+"""The explorer: a time-boxed Hypothesis search over scenarios, shrinking, findings, reports.
+
+``search`` runs the search, ``signature`` names a failure's kind (the deduplication key),
+``known`` lists the known defects of Zephon, ``findings`` confirms and saves a minimal
+failing scenario, ``report`` writes the summary and ``timeline`` the PNG.
+"""

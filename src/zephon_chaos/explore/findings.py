@@ -1,0 +1,169 @@
+"""A finding: a minimal failing scenario, rerun to tell reproducible from flaky, then saved.
+
+Files, per finding, under ``DIR/findings/``: ``<signature>.json`` (the scenario, what
+``zephon-chaos replay`` reads), ``<signature>.txt`` (evidence, reruns, the replay command)
+and ``<signature>.png`` (its timeline).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zephon_chaos.explore.signature import signature
+from zephon_chaos.explore.tiers import replay_command
+from zephon_chaos.runner import ScenarioOutcome
+from zephon_chaos.scenario import Scenario
+
+CONFIRM_RUNS = 2
+
+
+def size_key(s: Scenario) -> tuple[int, ...]:
+    """Smaller is simpler: launches, total ranks, C, world sizes in order (growing before
+    shrinking), faults, steps, checkpoints, then plainer data and settings."""
+    return (
+        len(s.phases),
+        sum(ph.world_size for ph in s.phases),
+        max(s.canonical_replicas(i) for i in range(len(s.phases))),
+        *(ph.world_size for ph in s.phases),
+        sum(len(ph.rank_faults) + len(ph.proxy_faults) for ph in s.phases),
+        sum(min(ph.steps, 100) for ph in s.phases),
+        sum(len(ph.checkpoints) for ph in s.phases),
+        sum(c.step + c.extra for ph in s.phases for c in ph.checkpoints),
+        sum(src.rows() for src in s.data.sources),
+        len(s.data.sources),
+        s.data.microbatch,
+        s.data.seed,
+        int(s.pipeline.aggregation != "store"),
+        int(s.pipeline.runner != "inline"),
+        int(s.pipeline.mapping != "contiguous"),
+        int(s.persist_format != "pickle"),
+        int(s.run_id_policy != "fixed"),
+    )
+
+
+@dataclass
+class Finding:
+    signature: str
+    tier: str
+    scenario: Scenario
+    report: str
+    first_seen_s: float
+    seen: int = 1
+    label: str = "unconfirmed"
+    reruns: list[str] = field(default_factory=list)
+    confirmed_on: dict[str, str] = field(default_factory=dict)
+    """Other tiers it was replayed on: tier -> the signature seen there (or ``passed``)."""
+    outcome: ScenarioOutcome | None = None
+    files: list[Path] = field(default_factory=list)
+    shrunk_s: float | None = None
+    """When Hypothesis finished shrinking it (seconds into the exploration)."""
+
+    @property
+    def known(self) -> bool:
+        return self.signature.startswith("known.")
+
+    def offer(self, scenario: Scenario, outcome: ScenarioOutcome) -> bool:
+        """Count one more sighting; keep ``scenario`` if it is no larger. True if kept."""
+        self.seen += 1
+        if size_key(scenario) > size_key(self.scenario):
+            return False
+        self.scenario, self.report = scenario, evidence(outcome)
+        self._replace_outcome(outcome)
+        return True
+
+    def _replace_outcome(self, outcome: ScenarioOutcome) -> None:
+        old = self.outcome
+        self.outcome = outcome
+        if old is not None and old is not outcome:
+            discard(old)
+
+    def confirm(
+        self,
+        run: Callable[[Scenario], ScenarioOutcome | None],
+        times: int = CONFIRM_RUNS,
+    ) -> str:
+        """Rerun the minimal scenario ``times`` times: reproducible if every rerun fails alike.
+
+        ``run`` returns None when it could not finish (the budget ran out): unconfirmed.
+        """
+        self.reruns = []
+        for _ in range(times):
+            outcome = run(self.scenario)
+            if outcome is None:
+                self.label = "unconfirmed (out of time)"
+                return self.label
+            self.reruns.append(signature(outcome) or "passed")
+            if self.reruns[-1] == self.signature:
+                self.report = evidence(outcome)
+                self._replace_outcome(outcome)
+            else:
+                discard(outcome)
+        self.label = "reproducible" if all(s == self.signature for s in self.reruns) else "flaky"
+        return self.label
+
+    def file_stem(self) -> str:
+        return re.sub(r"[^\w.+-]+", "_", self.signature)[:120]
+
+    def save(self, folder: Path) -> list[Path]:
+        """Write the scenario, the evidence and the timeline; return the paths."""
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = self.file_stem()
+        scenario = self.scenario.with_(name=stem)
+        json_path = scenario.save(folder / f"{stem}.json")
+        text = folder / f"{stem}.txt"
+        text.write_text(self.describe(json_path) + "\n")
+        paths = [json_path, text]
+        from zephon_chaos.explore.timeline import plot_timeline
+
+        png = plot_timeline(scenario, folder / f"{stem}.png", self.outcome, title=self.signature)
+        if png is not None:
+            paths.append(png)
+        self.files = paths
+        return paths
+
+    def describe(self, path: Path | None = None) -> str:
+        lines = [
+            f"finding {self.signature} ({self.label}, {self.tier} tier)",
+            f"seen {self.seen} time(s), first after {self.first_seen_s:.0f}s of exploring"
+            + (f", shrunk by {self.shrunk_s:.0f}s" if self.shrunk_s is not None else ""),
+        ]
+        if self.reruns:
+            lines.append(f"confirmation reruns: {', '.join(self.reruns)}")
+        for tier, result in self.confirmed_on.items():
+            lines.append(f"replayed on the {tier} tier: {result}")
+        if self.known:
+            from zephon_chaos.explore.known import KNOWN_DEFECTS
+
+            for d in KNOWN_DEFECTS:
+                if d.id in self.signature:
+                    lines.append(f"known defect {d.id}: {d.summary}")
+        lines.append(f"minimal scenario: {self.scenario.summary()}")
+        if path is not None:
+            lines.append(f"replay: {replay_command(path, self.tier)}")
+        lines += ["", self.report]
+        return "\n".join(lines)
+
+
+def evidence(outcome: ScenarioOutcome) -> str:
+    """The outcome's report (without its working-copy replay line: that folder goes away),
+    and the full summary of every failed launch (who failed how, stuck frames)."""
+    lines = [ln for ln in outcome.report().splitlines() if not ln.startswith("replay: ")]
+    for run in [outcome.reference, *outcome.phases]:
+        if run is not None and not run.result.ok:
+            lines += ["", f"launch {run.result.name}:", run.result.summary()]
+            failure = run.result.first_failure
+            if failure is not None and failure.traceback:
+                lines += [f"rank {failure.rank} traceback:", failure.traceback.rstrip()]
+    return "\n".join(lines)
+
+
+def discard(outcome: ScenarioOutcome) -> None:
+    """Remove a judged outcome's working files (data, records, checkpoints)."""
+    if outcome.scenario_file is not None:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(outcome.scenario_file.parent, ignore_errors=True)

@@ -1,0 +1,114 @@
+"""A last, domain-aware shrinking pass over a finding Hypothesis has already minimized.
+
+Hypothesis shrinks choice sequences; some simplifications need two choices to move at once
+(swap the world sizes of two launches and lower C, say), so its result can stop one step
+short. This pass tries scenario-level simplifications (drop a launch, a checkpoint or a
+fault; move a rank from one launch to another; lower C, steps, world sizes; plainer data
+and pipeline settings) and keeps each one that still fails with the same signature and is
+smaller by :func:`size_key`, until none helps or the time is up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from zephon_chaos.explore.findings import size_key
+from zephon_chaos.scenario import Phase, Scenario, ScenarioError
+from zephon_chaos.workload.spec import DataSpec, PipelineSpec
+
+Judge = Callable[[Scenario], str | None]
+"""Runs a scenario and returns its signature (None when it passes)."""
+
+
+def _phases(s: Scenario, phases: list[Phase]) -> Scenario:
+    return s.with_(phases=tuple(phases))
+
+
+def _swap(s: Scenario, i: int, phase: Phase) -> Scenario:
+    """``s`` with launch ``i`` replaced by ``phase``."""
+    phases = list(s.phases)
+    phases[i] = phase
+    return _phases(s, phases)
+
+
+def _clamped(ph: Phase, steps: int) -> Phase:
+    cps = tuple(c for c in ph.checkpoints if (c.step, c.extra) <= (steps, 0))
+    faults = tuple(f for f in ph.rank_faults if f.at_step <= steps)
+    return replace(ph, steps=steps, checkpoints=cps, rank_faults=faults)
+
+
+def candidates(s: Scenario) -> Iterator[Scenario]:
+    """Simpler neighbours of ``s``, the biggest simplifications first (some are invalid)."""
+    phases = list(s.phases)
+    for i in range(len(phases)):
+        if len(phases) > 1:
+            yield _phases(s, phases[:i] + phases[i + 1 :])
+    p = s.pipeline
+    if p.canonical_replicas > 1:
+        yield s.with_(pipeline=replace(p, canonical_replicas=p.canonical_replicas - 1))
+    for i in range(len(phases)):
+        for j in range(len(phases)):
+            if i != j and phases[i].world_size > 1:
+                moved = list(phases)
+                moved[i] = replace(phases[i], world_size=phases[i].world_size - 1)
+                moved[j] = replace(phases[j], world_size=phases[j].world_size + 1)
+                yield _phases(s, moved)
+    for i, ph in enumerate(phases):
+        if ph.world_size > 1:
+            yield _swap(s, i, replace(ph, world_size=ph.world_size - 1))
+        for j, cp in enumerate(ph.checkpoints):
+            cps = ph.checkpoints[:j] + ph.checkpoints[j + 1 :]
+            yield _swap(s, i, replace(ph, checkpoints=cps))
+            earlier = []
+            if cp.step > 0:
+                earlier.append(replace(cp, step=cp.step - 1))
+            if cp.extra > 0:
+                earlier.append(replace(cp, extra=cp.extra - 1))
+            for moved in earlier:
+                yield _swap(s, i, replace(ph, checkpoints=(*cps[:j], moved, *cps[j:])))
+        for j in range(len(ph.rank_faults)):
+            faults = ph.rank_faults[:j] + ph.rank_faults[j + 1 :]
+            yield _swap(s, i, replace(ph, rank_faults=faults))
+        if 1 < ph.steps <= 100:
+            yield _swap(s, i, _clamped(ph, ph.steps - 1))
+    yield from _plainer(s)
+
+
+def _plainer(s: Scenario) -> Iterator[Scenario]:
+    p, d = s.pipeline, s.data
+    plain = PipelineSpec()
+    for name in ("aggregation", "runner", "mapping", "mtp_mode"):
+        if getattr(p, name) != getattr(plain, name):
+            yield s.with_(pipeline=replace(p, **{name: getattr(plain, name)}))
+    if s.persist_format != "pickle":
+        yield s.with_(persist_format="pickle")
+    if s.run_id_policy != "fixed":
+        yield s.with_(run_id_policy="fixed")
+    if len(d.sources) > 1:
+        yield s.with_(data=replace(d, sources=d.sources[:1]))
+    for field_name in ("seed", "microbatch", "chunk_size", "shuffle"):
+        if getattr(d, field_name) != getattr(DataSpec(), field_name):
+            yield s.with_(data=replace(d, **{field_name: getattr(DataSpec(), field_name)}))
+
+
+def polish(scenario: Scenario, sig: str, judge: Judge, deadline: float) -> Scenario:
+    """The smallest scenario reachable by single simplifications that still fails as ``sig``."""
+    best = scenario
+    improved = True
+    while improved and time.monotonic() < deadline:
+        improved = False
+        for cand in candidates(best):
+            if time.monotonic() >= deadline:
+                break
+            if size_key(cand) >= size_key(best):
+                continue
+            try:
+                cand = cand.validate()
+            except ScenarioError:
+                continue
+            if judge(cand) == sig:
+                best, improved = cand, True
+                break
+    return best

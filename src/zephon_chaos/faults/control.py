@@ -1,0 +1,135 @@
+"""The channel between a rank's interposer and the harness: events out, releases back.
+
+An abstract Unix socket (Linux; no file to leak, no port): the harness listens, a rank
+connects and sends one JSON line per fired trigger. A rank that holds waits for the harness's
+reply (``release``) up to its hold timeout, so a lost harness never hangs a rank past that
+bound. The harness learns of an event by ``accept``/``recv``: a logical event, not a poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+RELEASE = b"release\n"
+
+
+def _address(name: str) -> str:
+    return "\0" + name
+
+
+def notify(name: str, event: dict[str, Any], *, wait_s: float | None = None) -> str:
+    """Send ``event`` to the harness listening on ``name``; with ``wait_s``, wait for release.
+
+    Returns ``sent`` (no wait), ``released`` or ``expired`` (no release within ``wait_s``),
+    or ``unreachable`` (nobody listens: the event stays in the rank's event file only).
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(5.0)
+        try:
+            sock.connect(_address(name))
+            sock.sendall(json.dumps({**event, "wait": wait_s is not None}).encode() + b"\n")
+        except OSError:
+            return "unreachable"
+        if wait_s is None:
+            return "sent"
+        sock.settimeout(max(wait_s, 0.001))
+        try:
+            reply = sock.recv(64)
+        except TimeoutError:
+            return "expired"
+        except OSError:
+            return "unreachable"
+        return "released" if reply.startswith(RELEASE.strip()) else "unreachable"
+    finally:
+        sock.close()
+
+
+@dataclass
+class HeardEvent:
+    """One interposer event as the harness heard it; ``release()`` lets a holding rank go on."""
+
+    event: dict[str, Any]
+    conn: socket.socket | None = field(default=None, repr=False)
+
+    @property
+    def held(self) -> bool:
+        return bool(self.event.get("wait"))
+
+    def release(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        with contextlib.suppress(OSError):
+            conn.sendall(RELEASE)
+        conn.close()
+
+
+class InterposerControl:
+    """The harness's end: ``expect(rank=1, phase="shard")`` waits for that rank's event."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or f"zephon-chaos-{uuid.uuid4().hex}"
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(_address(self.name))
+        self._listener.listen(64)
+        self.heard: list[HeardEvent] = []
+        self._pending: list[HeardEvent] = []
+
+    def _accept_one(self, deadline: float) -> HeardEvent:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        self._listener.settimeout(remaining)
+        conn, _ = self._listener.accept()
+        conn.settimeout(max(deadline - time.monotonic(), 0.001))
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        event = json.loads(data.decode() or "{}")
+        heard = HeardEvent(event, conn if event.get("wait") else None)
+        if heard.conn is None:
+            conn.close()
+        self.heard.append(heard)
+        return heard
+
+    def expect(self, timeout_s: float, **match: Any) -> HeardEvent:
+        """The first event (heard before or now) whose fields equal ``match``, or TimeoutError."""
+        for heard in self._pending:
+            if all(heard.event.get(k) == v for k, v in match.items()):
+                self._pending.remove(heard)
+                return heard
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                heard = self._accept_one(deadline)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"no interposer event {match} within {timeout_s} s; heard "
+                    f"{[h.event for h in self.heard]}"
+                ) from None
+            if all(heard.event.get(k) == v for k, v in match.items()):
+                return heard
+            self._pending.append(heard)
+
+    def close(self) -> None:
+        """Release every holding rank and stop listening."""
+        for heard in self.heard:
+            heard.release()
+        self._pending.clear()
+        self._listener.close()
+
+    def __enter__(self) -> InterposerControl:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

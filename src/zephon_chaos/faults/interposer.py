@@ -1,0 +1,382 @@
+"""A thin KVStore between Zephon and its ``torch://`` client that fires on round phases.
+
+Registered with Zephon as the ``chaos://`` scheme. It forwards every operation to the real
+:class:`~zephon._internal.kvstore.TorchKVStore` and classifies each *write* by the key's
+place in Zephon's round protocol (``zephon/_internal/coordination.py``, ``KVCoordinator``):
+
+============  ==================================  ===================================
+phase         key written                          by
+============  ==================================  ===================================
+announce      ``{ns}/round`` (set)                 the leader, opening a round
+shard         ``{ns}/{round}/state/{who}`` (set)   every participant, its state shard
+participants  ``{ns}/{round}/participants`` (add)  every participant, after its shard
+outcome       ``{ns}/{round}/outcome`` (set once)  the leader: merged result or failure
+ack           ``{ns}/{round}/ack/{who}`` (set)     each follower, after decoding
+============  ==================================  ===================================
+
+Chunk keys of large values and deletes are not phases. Each phase write is logged to the
+rank's event file (``<out_dir>/interposer/rank<r>.jsonl``, flushed; fsynced before any
+destructive action, so a SIGKILL cannot lose the evidence). A trigger (``PhaseTrigger``)
+matching the n-th write of a phase applies its action before or after the write reaches the
+store; the harness hears of it on the control channel (``faults.control``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger
+
+SCHEME = "chaos"
+ACTIONS: dict[str, str] = {
+    "event": "record the event only (an observer)",
+    "hold": "block the caller until the harness releases it (or the hold times out)",
+    "drop": "do not forward the write, and report it done (a lost write: a lost ack)",
+    "cut": "disable this rank's own store proxy through the Toxiproxy API",
+    "toxic": "add a toxic to this rank's own store proxy through the Toxiproxy API",
+    "raise": "raise in the store call, as a failing client would",
+    "sigkill": "SIGKILL this rank",
+    "sigterm": "SIGTERM this rank",
+    "sigstop": "SIGSTOP this rank (the harness sends SIGCONT)",
+    "exit": "exit this rank at once (status 17)",
+    "kill_agent": "SIGKILL this rank's torchrun agent",
+}
+PROXY_ACTIONS = ("cut", "toxic")
+WHEN = ("before", "after")
+
+
+class InterposerError(ValueError):
+    """A trigger or plan that cannot work; the message names the field and the way out."""
+
+
+def phase_of(op: str, key: str) -> str | None:
+    """The round phase a write of ``key`` by ``op`` belongs to, or None."""
+    if not key.startswith("zephon/") or "/chunk/" in key:
+        return None
+    if op == "set" and key.endswith("/round"):
+        return "announce"
+    if op == "set" and "/state/" in key:
+        return "shard"
+    if op == "append" and key.endswith("/participants"):
+        return "participants"
+    if op == "set_if_absent" and key.endswith("/outcome"):
+        return "outcome"
+    if op == "set" and "/ack/" in key:
+        return "ack"
+    return None
+
+
+def events_path(out_dir: str | Path, rank: int) -> Path:
+    return Path(out_dir) / "interposer" / f"rank{rank}.jsonl"
+
+
+def read_events(out_dir: str | Path, rank: int) -> list[dict[str, Any]]:
+    """A rank's interposer events; a torn last line (a kill mid-write) is skipped."""
+    path = events_path(out_dir, rank)
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def validate(trigger: PhaseTrigger, where: str = "trigger") -> None:
+    """Raise InterposerError naming the field of a trigger no run could apply."""
+    if trigger.phase not in ROUND_PHASES:
+        raise InterposerError(f"{where}.phase: {trigger.phase!r} is not one of {ROUND_PHASES}")
+    if trigger.action not in ACTIONS:
+        raise InterposerError(f"{where}.action: {trigger.action!r} is not one of {list(ACTIONS)}")
+    if trigger.when not in WHEN:
+        raise InterposerError(f"{where}.when: {trigger.when!r} is not before or after")
+    if trigger.occurrence < 1:
+        raise InterposerError(f"{where}.occurrence: counts from 1, got {trigger.occurrence}")
+    if trigger.action == "drop" and trigger.when != "before":
+        raise InterposerError(f"{where}.when: a write can only be dropped before it is made")
+    if trigger.action == "toxic" and not trigger.toxic:
+        raise InterposerError(f"{where}.toxic: action 'toxic' needs a toxic type (latency, ...)")
+
+
+@dataclass
+class InterposerPlan:
+    """What one rank's interposer does: its triggers, where it logs, whom it tells."""
+
+    rank: int
+    triggers: tuple[PhaseTrigger, ...] = ()
+    events_file: Path | None = None
+    control: str | None = None
+    proxy_api_url: str | None = None
+    proxy_name: str | None = None
+
+    def __post_init__(self) -> None:
+        for i, trigger in enumerate(self.triggers):
+            validate(trigger, f"triggers[{i}]")
+            if trigger.action in PROXY_ACTIONS and not (self.proxy_api_url and self.proxy_name):
+                raise InterposerError(
+                    f"triggers[{i}].action: {trigger.action!r} acts on rank {self.rank}'s own "
+                    "store proxy, and this rank has none; place the store proxies first "
+                    "(the store_proxy fixture sets store_proxy_ports and proxy_api_url)"
+                )
+
+
+class EventLog:
+    """Append-only JSON lines; ``sync`` makes them survive a SIGKILL of the writer."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._f = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = open(path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, kind: str, *, sync: bool = False, **fields: Any) -> dict[str, Any]:
+        event = {"kind": kind, "t": time.monotonic(), "pid": os.getpid(), **fields}
+        if self._f is not None:
+            self._f.write(json.dumps(event) + "\n")
+            self._f.flush()
+            if sync:
+                os.fsync(self._f.fileno())
+        return event
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+
+_PLANS: dict[str, InterposerPlan] = {}
+
+
+def _factory(uri: str, timeout_s: float) -> Any:
+    from zephon._internal.kvstore import open_kv_store
+
+    parsed = urlparse(uri)
+    key = (parse_qs(parsed.query).get("plan") or [""])[0]
+    plan = _PLANS.get(key)
+    if plan is None:
+        raise InterposerError(
+            f"{uri!r} names no interposer plan of this process; the chaos:// store is built "
+            "where interpose_uri() ran (use runner inline or threads, not process or mtp_mode)"
+        )
+    inner = open_kv_store(f"torch://{parsed.netloc}", timeout_s=timeout_s)
+    return InterposedStore(inner, plan)
+
+
+def ensure_registered() -> None:
+    """Register the ``chaos://`` scheme with Zephon once per process."""
+    from zephon._internal import kvstore
+
+    if SCHEME not in kvstore._REGISTRY:
+        kvstore.register_kv_store(SCHEME, _factory)
+
+
+def interpose_uri(store_uri: str, plan: InterposerPlan) -> str:
+    """The ``chaos://`` URI that wraps ``store_uri`` (a ``torch://`` URI) with ``plan``."""
+    scheme, sep, netloc = store_uri.partition("://")
+    if scheme.lower() != "torch" or not sep:
+        raise InterposerError(
+            f"the interposer wraps torch:// stores, not {store_uri!r}; phase triggers need "
+            "aggregation 'store' or 'store_explicit' (aggregate_dir has no store to observe)"
+        )
+    ensure_registered()
+    key = f"r{plan.rank}-{len(_PLANS)}-{os.getpid()}"
+    _PLANS[key] = plan
+    return f"{SCHEME}://{netloc.rstrip('/')}?plan={key}"
+
+
+def _kvstore_base() -> type:
+    from zephon._internal.kvstore import KVStore
+
+    return KVStore
+
+
+class _Fired(Exception):
+    """Internal: the action replaced the write (``drop``)."""
+
+
+def _make_store_class() -> type:
+    base = _kvstore_base()
+
+    class _InterposedStore(base):  # type: ignore[misc, valid-type]
+        """Forwards to the real client; classifies writes; applies the plan's triggers."""
+
+        def __init__(self, inner: Any, plan: InterposerPlan) -> None:
+            self.inner = inner
+            self.plan = plan
+            self.log = EventLog(plan.events_file)
+            self.counts: dict[str, int] = {}
+            self.poll_interval_s = inner.poll_interval_s
+            self.max_value_bytes = inner.max_value_bytes
+
+        # Reads and plain operations pass through.
+        def check_ready(self) -> None:
+            self.inner.check_ready()
+
+        def get(self, key: str) -> bytes | None:
+            return self.inner.get(key)  # type: ignore[no-any-return]
+
+        def get_many(self, keys: list[str]) -> list[bytes | None]:
+            return self.inner.get_many(keys)  # type: ignore[no-any-return]
+
+        def exists(self, key: str) -> bool:
+            return bool(self.inner.exists(key))
+
+        def delete(self, key: str) -> None:
+            self.inner.delete(key)
+
+        def wait(self, keys: list[str], timeout: float) -> bool:
+            return bool(self.inner.wait(keys, timeout))
+
+        # Writes are where phases happen.
+        def set(self, key: str, value: bytes) -> None:
+            self._write("set", key, value, lambda: self.inner.set(key, value), None)
+
+        def set_if_absent(self, key: str, value: bytes) -> bytes:
+            result = self._write(
+                "set_if_absent", key, value, lambda: self.inner.set_if_absent(key, value), value
+            )
+            return result  # type: ignore[no-any-return]
+
+        def append(self, key: str, value: bytes) -> None:
+            self._write("append", key, value, lambda: self.inner.append(key, value), None)
+
+        def _set(self, key: str, value: bytes) -> None:
+            self.set(key, value)
+
+        def _set_if_absent(self, key: str, value: bytes) -> bytes:
+            return self.set_if_absent(key, value)
+
+        def _append(self, key: str, value: bytes) -> None:
+            self.append(key, value)
+
+        def _write(
+            self, op: str, key: str, value: bytes, forward: Callable[[], Any], dropped: Any
+        ) -> Any:
+            phase = phase_of(op, key)
+            if phase is None:
+                return forward()
+            n = self.counts[phase] = self.counts.get(phase, 0) + 1
+            facts: dict[str, Any] = {"rank": self.plan.rank, "phase": phase, "n": n, "key": key}
+            if phase == "outcome":
+                facts["outcome"] = "result" if value[:1] == b"R" else "failure"
+            self.log.write("write", **facts)
+            due = [t for t in self.plan.triggers if t.phase == phase and t.occurrence == n]
+            try:
+                for trigger in (t for t in due if t.when == "before"):
+                    self._apply(trigger, facts)
+            except _Fired:
+                return dropped
+            result = forward()
+            for trigger in (t for t in due if t.when == "after"):
+                self._apply(trigger, facts)
+            return result
+
+        def _apply(self, trigger: PhaseTrigger, facts: dict[str, Any]) -> None:
+            action = trigger.action
+            fired = {**facts, "action": action, "when": trigger.when}
+            if action in ("sigkill", "sigterm", "sigstop", "exit", "kill_agent"):
+                self._tell("fired", fired, sync=True)
+                _signal_action(action)
+                self.log.write("resumed", **fired)
+                return
+            if action == "hold":
+                self.log.write("held", sync=True, **fired)
+                how = "unreachable"
+                if self.plan.control is not None:
+                    from zephon_chaos.faults.control import notify
+
+                    how = notify(
+                        self.plan.control,
+                        {"kind": "held", **fired},
+                        wait_s=trigger.hold_timeout_s,
+                    )
+                self.log.write("released", how=how, **fired)
+                return
+            if action in PROXY_ACTIONS:
+                fired["proxy"] = self._proxy_action(trigger)
+                self._tell("fired", fired, sync=True)
+                return
+            self._tell("fired", fired, sync=action != "event")
+            if action == "drop":
+                raise _Fired
+            if action == "raise":
+                raise RuntimeError(
+                    f"interposer: rank {self.plan.rank} fails its {facts['phase']} write "
+                    f"#{facts['n']} ({facts['key']}) as scheduled"
+                )
+
+        def _tell(self, kind: str, fired: dict[str, Any], *, sync: bool) -> None:
+            event = self.log.write(kind, sync=sync, **fired)
+            if self.plan.control is not None:
+                from zephon_chaos.faults.control import notify
+
+                notify(self.plan.control, event)
+
+        def _proxy_action(self, trigger: PhaseTrigger) -> dict[str, Any]:
+            from zephon_chaos.faults.proxy.client import ToxiproxyClient
+
+            assert self.plan.proxy_api_url and self.plan.proxy_name
+            with ToxiproxyClient(self.plan.proxy_api_url, timeout_s=10.0) as client:
+                if trigger.action == "cut":
+                    info = client.disable(self.plan.proxy_name)
+                    return {"name": info.name, "enabled": info.enabled}
+                toxic = client.add_toxic(
+                    self.plan.proxy_name,
+                    trigger.toxic,
+                    stream=trigger.stream,
+                    name=f"interposer-{trigger.phase}-{trigger.occurrence}",
+                    attributes=dict(trigger.attributes),
+                )
+                return {"name": self.plan.proxy_name, "toxic": toxic.name, "type": toxic.type}
+
+    return _InterposedStore
+
+
+def _signal_action(action: str) -> None:
+    if action == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "sigterm":
+        os.kill(os.getpid(), signal.SIGTERM)
+    elif action == "sigstop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "exit":
+        os._exit(17)
+    elif action == "kill_agent":
+        os.kill(os.getppid(), signal.SIGKILL)
+
+
+_STORE_CLASS: type | None = None
+
+
+def InterposedStore(inner: Any, plan: InterposerPlan) -> Any:
+    """An interposer around ``inner`` (built lazily: zephon is imported only where used)."""
+    global _STORE_CLASS
+    if _STORE_CLASS is None:
+        _STORE_CLASS = _make_store_class()
+    return _STORE_CLASS(inner, plan)
+
+
+def plan_for(spec: Any, rank: int) -> InterposerPlan | None:
+    """This rank's plan from a workload spec, or None when it interposes nothing."""
+    triggers = tuple(t for t in spec.triggers if t.rank == rank)
+    if not (spec.interpose or triggers):
+        return None
+    return InterposerPlan(
+        rank=rank,
+        triggers=triggers,
+        events_file=events_path(spec.out_dir, rank),
+        control=spec.control,
+        proxy_api_url=spec.proxy_api_url,
+        proxy_name=spec.store_proxy_names.get(str(rank)),
+    )

@@ -1,0 +1,177 @@
+"""Executing a scenario's ``ProxyFault``s: proxies per launch, toxics at a logical point.
+
+A phase with proxy faults runs with one proxy per rank in front of the aggregation store on a
+Toxiproxy server this session starts (``start_server``: a configured one, else the embedded
+one). ``ProxyFault.at`` says when the fault acts:
+
+* ``start``: the toxic is on the rank's link before the launch (``down``: the proxy is
+  disabled, so the rank's pipeline cannot reach its store);
+* a round phase (``announce``, ``shard``, ``participants``, ``outcome``, ``ack``), optionally
+  ``phase#n`` for the rank's n-th such write (default 1): the rank's interposer adds the toxic
+  to its own proxy (``down``: disables it) right before that write.
+
+After the launch the faulted checkpoint is judged by :mod:`zephon_chaos.oracles.faults`, with
+the evidence that the fault acted: the proxy's link counters, the interposer's event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from zephon_chaos.faults.interposer import read_events
+from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
+from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
+from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
+from zephon_chaos.oracles import faults as fault_oracle
+from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger, WorkloadSpec
+
+
+class ProxyFaultError(ValueError):
+    """A proxy fault no run can apply; the message names the field."""
+
+
+def parse_at(at: str) -> tuple[str, int]:
+    """``"start"`` → ("start", 0); ``"shard"`` → ("shard", 1); ``"ack#2"`` → ("ack", 2)."""
+    phase, _, n = at.partition("#")
+    if phase == "start" and not n:
+        return phase, 0
+    if phase not in ROUND_PHASES or (n and not (n.isdigit() and int(n) >= 1)):
+        raise ProxyFaultError(
+            f"proxy fault 'at': {at!r} is not 'start' or a round phase "
+            f"({', '.join(ROUND_PHASES)}) with an optional '#n' (n >= 1)"
+        )
+    return phase, int(n or 1)
+
+
+def triggers_for(faults: tuple[Any, ...]) -> tuple[PhaseTrigger, ...]:
+    """Interposer triggers that apply the phase-timed faults on each rank's own proxy."""
+    out = []
+    for fault in faults:
+        phase, n = parse_at(fault.at)
+        if phase == "start":
+            continue
+        action = "cut" if fault.toxic == DOWN else "toxic"
+        out.append(
+            PhaseTrigger(
+                rank=fault.rank,
+                phase=phase,
+                action=action,
+                occurrence=n,
+                toxic="" if action == "cut" else fault.toxic,
+                attributes=dict(fault.attributes),
+                stream=fault.stream,
+            )
+        )
+    return tuple(out)
+
+
+@dataclass
+class FaultedLaunch:
+    """What one proxy-faulted launch had: its proxies (for evidence) and its faults."""
+
+    faults: tuple[Any, ...]
+    proxies: StoreProxies
+    evidence: list[str] = field(default_factory=list)
+    verdict: fault_oracle.FaultVerdict | None = None
+
+
+class ProxyFaultSession:
+    """One Toxiproxy server for a scenario's proxy-faulted phases; ``close`` stops it."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self.server: ToxiproxyServer = self._stack.enter_context(start_server())
+        self.client = ToxiproxyClient(self.server.url, timeout_s=10.0)
+        self._stack.callback(self.client.close)
+        self.launches: list[FaultedLaunch] = []
+
+    def prepare(
+        self, spec: WorkloadSpec, faults: tuple[Any, ...], world_size: int
+    ) -> tuple[WorkloadSpec, FaultedLaunch]:
+        """The spec of a proxy-faulted launch: per-rank proxies, start toxics, triggers."""
+        if spec.pipeline.aggregation != "store":
+            raise ProxyFaultError(
+                "proxy faults act on the link to torchrun's store: they need aggregation "
+                f"'store', not {spec.pipeline.aggregation!r}"
+            )
+        for i, fault in enumerate(faults):
+            if not 0 <= fault.rank < world_size:
+                raise ProxyFaultError(f"proxy_faults[{i}].rank {fault.rank} is not a rank")
+        proxies = StoreProxies(self.client, world_size)
+        launch = FaultedLaunch(faults, proxies)
+        self.launches.append(launch)
+        for fault in faults:
+            if parse_at(fault.at)[0] != "start":
+                continue
+            if fault.toxic == DOWN:
+                proxies.add_toxic(fault.rank, DOWN)
+            else:
+                proxies.add_toxic(
+                    fault.rank, fault.toxic, stream=fault.stream, attributes=dict(fault.attributes)
+                )
+        spec = replace(
+            spec,
+            **proxies.spec_fields(),
+            triggers=spec.triggers + triggers_for(faults),
+        )
+        return spec, launch
+
+    def judge(self, launch: FaultedLaunch, run: Any) -> list[str]:
+        """Problems of a faulted launch: a fault that did not act, or a verdict's finding."""
+        problems = []
+        for fault in launch.faults:
+            fired = self._fired(launch, fault, run)
+            if fired is None:
+                problems.append(f"phase {run.index}: proxy fault {fault} left no evidence")
+            else:
+                launch.evidence.append(fired)
+        phase_faults = [parse_at(f.at) for f in launch.faults]
+        index = max(0, min(n for _, n in phase_faults) - 1) if phase_faults else 0
+        launch.verdict = fault_oracle.judge(
+            run.records,
+            run.result,
+            index=index,
+            canonical_replicas=run.spec.pipeline.canonical_replicas,
+            timeout_s=run.spec.pipeline.aggregate_timeout_s,
+        )
+        launch.verdict.evidence[:0] = launch.evidence
+        problems += [f"phase {run.index}: {p}" for p in launch.verdict.problems]
+        return problems
+
+    def _fired(self, launch: FaultedLaunch, fault: Any, run: Any) -> str | None:
+        phase, n = parse_at(fault.at)
+        if phase != "start":
+            for event in read_events(run.spec.out_dir, fault.rank):
+                if event["kind"] == "fired" and event["phase"] == phase and event["n"] == n:
+                    return f"rank {fault.rank}'s interposer applied {fault.toxic} at {fault.at}"
+            return None
+        try:
+            stats = launch.proxies.stats(fault.rank)
+        except ProxyApiError:
+            return None
+        if fault.toxic == DOWN:
+            return None if stats.enabled else f"rank {fault.rank}'s proxy was down"
+        applied = sum(t.applied for t in stats.toxics.values())
+        if applied == 0:
+            return None
+        return f"rank {fault.rank}'s link: {fault.toxic} applied to {applied} connection(s)"
+
+    def finish(self, launch: FaultedLaunch) -> None:
+        launch.proxies.close()
+
+    def close(self) -> None:
+        for launch in self.launches:
+            launch.proxies.close()
+        self._stack.close()
+
+
+@contextlib.contextmanager
+def proxy_fault_session() -> Iterator[ProxyFaultSession]:
+    session = ProxyFaultSession()
+    try:
+        yield session
+    finally:
+        session.close()

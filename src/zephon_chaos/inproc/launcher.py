@@ -1,0 +1,390 @@
+"""A launcher (``LaunchSpec -> GroupResult``) whose ranks are threads of this interpreter.
+
+It reads the same workload spec file torchrun's ranks read and runs
+:func:`zephon_chaos.workload.main.run_rank` once per rank in a thread, so records,
+checkpoints and plants are byte-for-byte the workload's. Aggregation ``store`` gets a
+TCPStore hosted for the launch (as torchrun's agent hosts one per launch), named
+explicitly because threads share ``os.environ``.
+
+Crashes: a ``raise`` fault ends its rank; the other ranks stop at the fault's step (once
+they took every checkpoint the crashed rank took) or before the first checkpoint it never
+takes, whichever comes first: where torchrun would have torn the group down. Any other
+failure stops the remaining ranks at their next step and closes the launch's store, so a
+rank waiting in a checkpoint is released at once instead of at its aggregation timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from zephon_chaos.inproc.stores import StorePool
+from zephon_chaos.lanes import lanes_of
+from zephon_chaos.launch.result import GroupResult, RankOutcome
+from zephon_chaos.launch.spec import LaunchSpec
+from zephon_chaos.scenario import Scenario, checkpoints_before_faults
+from zephon_chaos.workload.main import RankHooks, run_rank
+from zephon_chaos.workload.spec import WorkloadSpec
+
+WORKLOAD_MODULE = "zephon_chaos.workload"
+PROCESS_ONLY_ACTIONS = ("sigkill", "sigterm", "sigstop", "exit", "kill_agent")
+STOPPED_EXITCODE = -15
+"""What a rank stopped with its group reports: torchrun ends the survivors with SIGTERM."""
+
+
+class TierRefusal(ValueError):
+    """A scenario (or launch) this tier cannot run; the message names the field and the way out."""
+
+
+class GroupStopped(RuntimeError):
+    """Raised inside a rank thread to end it where torchrun would have ended its process."""
+
+
+def inproc_refusal(scenario: Scenario) -> str | None:
+    """Why the in-process tier cannot run ``scenario`` faithfully, or None if it can."""
+    p = scenario.pipeline
+    if p.runner == "process" or p.mtp_mode:
+        what = "runner 'process'" if p.runner == "process" else "mtp_mode"
+        field_name = "runner" if p.runner == "process" else "mtp_mode"
+        return (
+            f"scenario.pipeline.{field_name}: {what} starts worker processes for every rank; "
+            "from rank threads they take tens of seconds to start (measured: 26-70 s a launch "
+            "on 2 cores) and can stall, so run it with --tier torchrun"
+        )
+    for i, ph in enumerate(scenario.phases):
+        where = f"scenario.phases[{i}]"
+        if ph.launch != "standalone":
+            return (
+                f"{where}.launch: {ph.launch!r} is a torchrun launch path, which threads do not "
+                "have; run it with --tier torchrun"
+            )
+        for j, fault in enumerate(ph.rank_faults):
+            if fault.action in PROCESS_ONLY_ACTIONS:
+                return (
+                    f"{where}.rank_faults[{j}].action: {fault.action!r} signals or ends a "
+                    "process, and ranks here are threads; run it with --tier torchrun"
+                )
+        if ph.proxy_faults:
+            return (
+                f"{where}.proxy_faults: store-link faults go through the fault proxy between "
+                "rank processes and the store; run it with --tier torchrun"
+            )
+    return None
+
+
+class _WarningRouter:
+    """Routes warnings to the rank thread that emitted them (``catch_warnings`` is global)."""
+
+    def __init__(self) -> None:
+        self._lists: dict[int, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def show(
+        self,
+        message: Any,
+        category: Any,
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: Any = None,
+    ) -> None:
+        with self._lock:
+            target = self._lists.get(threading.get_ident())
+        if target is not None:
+            target.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[list[Any]]:
+        caught: list[Any] = []
+        ident = threading.get_ident()
+        with self._lock:
+            self._lists[ident] = caught
+        try:
+            yield caught
+        finally:
+            with self._lock:
+                self._lists.pop(ident, None)
+
+
+@dataclass
+class _Group:
+    """Shared state of one launch's rank threads."""
+
+    world: int
+    stop_from_checkpoint: int | None
+    faulted: set[int]
+    stop_at_batch: dict[int, int] = field(default_factory=dict)
+    """Per surviving rank: where torchrun would end it, once the crashed rank is gone."""
+    failed: threading.Event = field(default_factory=threading.Event)
+    stop_reason: str = ""
+
+    def hooks(self, rank: int, router: _WarningRouter) -> RankHooks:
+        def on_step(n: int, taken: int) -> None:
+            if self.failed.is_set():
+                raise GroupStopped(f"rank {rank} stopped with its group: {self.stop_reason}")
+            at = self.stop_at_batch.get(rank)
+            limit = self.stop_from_checkpoint
+            if at is not None and n >= at and limit is not None and taken >= limit:
+                raise GroupStopped(
+                    f"rank {rank} stopped with its group at batch {n}: a rank's scheduled "
+                    "fault ended the launch"
+                )
+
+        def before_checkpoint(index: int) -> None:
+            on_step(-1, index)
+            limit = self.stop_from_checkpoint
+            if limit is not None and index >= limit and rank not in self.faulted:
+                raise GroupStopped(
+                    f"rank {rank} stopped with its group before checkpoint {index}: a rank's "
+                    "scheduled fault ended the launch"
+                )
+
+        return RankHooks(
+            on_step=on_step, before_checkpoint=before_checkpoint, capture_warnings=router.capture
+        )
+
+
+class InprocLauncher:
+    """Call it with a workload :class:`LaunchSpec`; it returns the group's result.
+
+    ``close()`` (or ``with``) closes the stores it hosted; until then some stay open for the
+    late clean-up of collected pipelines (see :mod:`zephon_chaos.inproc.stores`).
+    """
+
+    def __init__(
+        self,
+        pool: StorePool | None = None,
+        join_grace_s: float = 10.0,
+        tmpdir: Path | None = None,
+    ) -> None:
+        self.pool = pool or StorePool()
+        self.join_grace_s = join_grace_s
+        self.tmpdir = tmpdir
+        """The temp folder Zephon sees during launches (a torchrun group gets its own TMPDIR)."""
+        self.launches = 0
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> InprocLauncher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __call__(self, spec: LaunchSpec) -> GroupResult:
+        self._refuse(spec)
+        if self.tmpdir is None:
+            return self._launch(spec)
+        self.tmpdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        saved = tempfile.tempdir
+        tempfile.tempdir = str(self.tmpdir)
+        try:
+            return self._launch(spec)
+        finally:
+            tempfile.tempdir = saved
+
+    def _launch(self, spec: LaunchSpec) -> GroupResult:
+        spec_file = Path(spec.args[0])
+        wspec = WorkloadSpec.read(spec_file)
+        world = spec.world_size
+        self.launches += 1
+        started = time.monotonic()
+        host = self.pool.open() if wspec.pipeline.aggregation == "store" else None
+        default_store = f"torch://{host.endpoint}" if host is not None else "torch://"
+        group = _Group(
+            world=world,
+            stop_from_checkpoint=checkpoints_before_faults(
+                wspec.checkpoints,
+                wspec.faults,
+                world,
+                wspec.pipeline.canonical_replicas,
+                wspec.pipeline.mapping,
+            ),
+            faulted={f.rank for f in wspec.faults},
+        )
+        if wspec.faults:
+            first = min(f.at_step for f in wspec.faults)
+            c, mapping = wspec.pipeline.canonical_replicas, wspec.pipeline.mapping
+            for r in range(world):
+                if r not in group.faulted and world <= c:
+                    group.stop_at_batch[r] = first * max(1, len(lanes_of(r, world, c, mapping)))
+        router = _WarningRouter()
+        children_before = _children()
+        errors: dict[int, BaseException] = {}
+        tracebacks: dict[int, str] = {}
+        finished_at: dict[int, float] = {}
+
+        def body(rank: int) -> None:
+            try:
+                run_rank(
+                    wspec,
+                    rank,
+                    world,
+                    default_store=default_store,
+                    hooks=group.hooks(rank, router),
+                )
+            except BaseException as exc:
+                errors[rank] = exc
+                tracebacks[rank] = traceback.format_exc()
+                if not isinstance(exc, GroupStopped) and not _scheduled(exc):
+                    group.stop_reason = f"rank {rank} failed: {type(exc).__name__}: {exc}"
+                    group.failed.set()
+            finally:
+                finished_at[rank] = time.monotonic()
+
+        threads = [
+            threading.Thread(target=body, args=(r,), name=f"zc-{spec.name}-rank{r}", daemon=True)
+            for r in range(world)
+        ]
+        timed_out = False
+        stacks: dict[str, str] = {}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.showwarning = router.show  # type: ignore[assignment]
+                for t in threads:
+                    t.start()
+                timed_out = self._join(threads, group, host, started + spec.deadline_s)
+                if timed_out:
+                    stacks = _stacks(threads)
+                    group.stop_reason = f"the launch passed its {spec.deadline_s:.0f}s deadline"
+                    group.failed.set()
+                    self._release(host)
+                    host = None
+                    _kill_new_children(children_before)
+                    for t in threads:
+                        t.join(self.join_grace_s)
+        finally:
+            if host is not None:
+                self.pool.retire(host)
+            if any(t.is_alive() for t in threads):
+                group.stop_reason = "the launch was interrupted"
+                group.failed.set()
+        return _result(
+            spec, spec_file, world, errors, tracebacks, finished_at, timed_out, stacks, started
+        )
+
+    def _join(
+        self, threads: list[threading.Thread], group: _Group, host: Any, deadline: float
+    ) -> bool:
+        """Wait for every thread until ``deadline``; True if it passed."""
+        released = False
+        for t in threads:
+            while t.is_alive():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return True
+                t.join(min(remaining, 0.5))
+                if group.failed.is_set() and not released and host is not None:
+                    # A real group is torn down at its first failure: free waiting ranks now.
+                    self._release(host)
+                    released = True
+        return False
+
+    @staticmethod
+    def _release(host: Any) -> None:
+        with contextlib.suppress(Exception):
+            host.close()
+
+    @staticmethod
+    def _refuse(spec: LaunchSpec) -> None:
+        if not spec.module or str(spec.entry) != WORKLOAD_MODULE or len(spec.args) != 1:
+            raise TierRefusal(
+                f"the in-process tier runs only the workload ({WORKLOAD_MODULE} SPEC.json), "
+                f"not {spec.entry!s}; launch other programs with torchrun"
+            )
+        if spec.path != "standalone" or spec.nnodes != 1:
+            raise TierRefusal(
+                f"launch path {spec.path!r} with {spec.nnodes} node(s) needs torchrun; "
+                "the in-process tier has one node of threads"
+            )
+
+
+def _scheduled(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and "(scheduled fault)" in str(exc)
+
+
+def _result(
+    spec: LaunchSpec,
+    spec_file: Path,
+    world: int,
+    errors: dict[int, BaseException],
+    tracebacks: dict[int, str],
+    finished_at: dict[int, float],
+    timed_out: bool,
+    stacks: dict[str, str],
+    started: float,
+) -> GroupResult:
+    ranks: list[RankOutcome] = []
+    first: RankOutcome | None = None
+    for rank in range(world):
+        exc = errors.get(rank)
+        stopped = isinstance(exc, GroupStopped)
+        code = 0 if exc is None else (STOPPED_EXITCODE if stopped else 1)
+        outcome = RankOutcome(
+            rank=rank,
+            local_rank=rank,
+            node=0,
+            pid=None,
+            exitcode=-9 if timed_out and exc is None else code,
+            error=None if exc is None else f"{type(exc).__name__}: {exc}",
+            traceback=tracebacks.get(rank),
+            killed_by_harness=stopped or timed_out,
+        )
+        ranks.append(outcome)
+    failing = [r for r in ranks if r.error is not None and r.exitcode != STOPPED_EXITCODE]
+    if failing:
+        first = min(failing, key=lambda r: finished_at.get(r.rank, float("inf")))
+    failed = timed_out or any(r.exitcode != 0 for r in ranks)
+    return GroupResult(
+        name=spec.name,
+        agent_returncodes=[1 if failed else 0],
+        ranks=ranks,
+        timed_out=timed_out,
+        duration_s=time.monotonic() - started,
+        workdir=spec_file.parent,
+        agent_logs=[],
+        first_failure=first,
+        stacks=stacks,
+        notes=["in-process tier: ranks are threads of one interpreter"],
+    )
+
+
+def _stacks(threads: list[threading.Thread]) -> dict[str, str]:
+    """Each rank thread's stack, innermost first, in faulthandler's layout."""
+    frames = sys._current_frames()
+    out: dict[str, str] = {}
+    for t in threads:
+        frame = frames.get(t.ident or -1)
+        if frame is None:
+            continue
+        lines = [f"Current thread {t.ident or 0:#018x} (most recent call first):"]
+        for summary in reversed(traceback.extract_stack(frame)):
+            lines.append(f'  File "{summary.filename}", line {summary.lineno} in {summary.name}')
+        out[t.name] = "\n".join(lines) + "\n"
+    return out
+
+
+def _children() -> set[int]:
+    with contextlib.suppress(psutil.Error):
+        return {c.pid for c in psutil.Process().children(recursive=True)}
+    return set()
+
+
+def _kill_new_children(before: set[int]) -> None:
+    """Processes a stuck launch's pipelines started (worker pools) go with it."""
+    for pid in sorted(_children() - before):
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()

@@ -1,0 +1,369 @@
+"""Fault-outcome oracles: what a faulted checkpoint round may end in, and the evidence.
+
+For the checkpoint a fault hits, exactly one of these is acceptable:
+
+* ``completed`` (i): every rank returned the same merged checkpoint, covering every lane,
+  at the same logical position as the unfaulted run (:func:`position_digest`);
+* ``failed`` (ii): every rank failed, each with an error naming the cause, each attempt
+  within :func:`failure_bound_s` of ``aggregate_timeout_s`` (a rank the fault killed shows
+  the signal in its wait status; a rank torchrun ended after a peer failed shows that);
+* ``split`` (iii): some ranks returned while others failed (a lost acknowledgement), by
+  design; ``split_resolved``: a lockstep retry then gave every rank the same checkpoint.
+
+Anything else is a ``finding``: a hang (the deadline passed), ranks that returned different
+checkpoints, an error that names no cause, a failure slower than the bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zephon_chaos.launch.result import GroupResult
+from zephon_chaos.oracles.global_batches import (
+    PhaseRecords,
+    Verdict,
+    assemble,
+    compare,
+    lane_streams,
+)
+from zephon_chaos.workload import persist
+from zephon_chaos.workload.records import CheckpointEvent, RankRecord
+
+COMPLETED, FAILED, SPLIT, SPLIT_RESOLVED, FINDING = (
+    "completed",
+    "failed",
+    "split",
+    "split_resolved",
+    "finding",
+)
+CAUSES: tuple[str, ...] = (
+    "TCPStore",
+    "Timed out",
+    "failed on leader",
+    "Can't reach the checkpoint",
+    "interposer",
+    "failed on another rank",
+    "lockstep agreement failed",
+)
+"""Fragments of an error that names its cause: a store operation at an address, a wait that
+timed out (and on what), the leader's failure, or the lockstep agreement."""
+POSITION_FIELDS = ("progress", "lane_emitted", "epoch_boundaries", "world", "version")
+"""The checkpoint fields that fix the loader's logical position. ``inflight``, ``lane_ws_state``
+and ``lane_next_cid`` record how far prefetching had run, which varies run to run, and
+``last_round_id`` is a timestamp; two equal positions resume to the same batches."""
+
+# Bound of one failing checkpoint attempt, from measurement (docs/faults.md): a wait that
+# times out ends at 1.0 T; the slowest failure is a store client that must reconnect to an
+# unreachable store (c10d's connect retries: 1.5-2.9 T measured at T = 1-3 s on 2 loaded cores).
+BOUND_FACTOR = 3.0
+BOUND_SLACK_S = 3.0
+
+
+Causes = Mapping[int, str | tuple[str, ...]] | Iterable[str]
+"""Per rank, what its error must contain (a fragment or alternatives); or fragments for all."""
+
+
+def failure_bound_s(timeout_s: float, attempts: int = 1) -> float:
+    """How long ``attempts`` failing checkpoint attempts may take: (3 T + 3 s) each."""
+    return attempts * (BOUND_FACTOR * timeout_s + BOUND_SLACK_S)
+
+
+def position_digest(ckpt: Mapping[str, Any]) -> str:
+    """A digest of the checkpoint's logical position, equal for equal positions in any run."""
+    return persist.digest({k: ckpt.get(k) for k in POSITION_FIELDS})
+
+
+def position_of(path: Path | str, fmt: str) -> str:
+    return position_digest(persist.load(path, fmt))
+
+
+@dataclass
+class RankRound:
+    """One rank's part in the faulted checkpoint: its attempts, outcome and wait status."""
+
+    rank: int
+    final: CheckpointEvent | None
+    attempts: list[dict[str, Any]]
+    status: str
+    exitcode: int | None
+    error: dict[str, Any] | None = None
+    """The rank's own ``error`` record when it failed outside a checkpoint (at its start)."""
+    killed_by_harness: bool = False
+    """The launcher ended it (its agent was gone, or the deadline passed)."""
+
+
+@dataclass
+class FaultVerdict:
+    outcome: str
+    index: int
+    evidence: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    durations: dict[int, float] = field(default_factory=dict)
+    """Per rank, the longest checkpoint attempt (seconds, stop time excused)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome != FINDING
+
+    def describe(self) -> str:
+        lines = [f"checkpoint {self.index}: {self.outcome}"]
+        lines += [f"  evidence: {e}" for e in self.evidence]
+        lines += [f"  problem: {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def rank_rounds(
+    records: list[RankRecord], result: GroupResult | None, index: int
+) -> list[RankRound]:
+    rounds = []
+    for rec in records:
+        final = next((c for c in rec.checkpoints if c.index == index), None)
+        attempts = [
+            ev
+            for ev in rec.events
+            if ev.get("kind") == "checkpoint_attempt" and ev.get("index") == index
+        ]
+        outcome = _rank_outcome(result, rec.rank)
+        error = next((ev for ev in rec.events if ev.get("kind") == "error"), None)
+        if final is None and error is not None and not rec.checkpoints:
+            # Failed before its first checkpoint (an unreachable store fails the pipeline at
+            # its first batch): that error is this rank's part in the round.
+            final = CheckpointEvent(
+                index=index,
+                after_batches=0,
+                ok=False,
+                error=error.get("error"),
+                duration_s=float(error.get("since_start_s", 0.0)),
+            )
+        rounds.append(
+            RankRound(
+                rec.rank,
+                final,
+                attempts,
+                outcome.status if outcome else "unknown",
+                outcome.exitcode if outcome else None,
+                error,
+                bool(outcome and outcome.killed_by_harness),
+            )
+        )
+    return rounds
+
+
+def _rank_outcome(result: GroupResult | None, rank: int) -> Any:
+    if result is None:
+        return None
+    try:
+        return result.rank(rank)
+    except KeyError:
+        return None
+
+
+def judge(
+    records: list[RankRecord],
+    result: GroupResult | None,
+    *,
+    index: int,
+    canonical_replicas: int,
+    timeout_s: float,
+    causes: Causes = CAUSES,
+    faulted: Mapping[int, str] | None = None,
+    excused_s: Mapping[int, float] | None = None,
+    expected_position: str | None = None,
+    position: str | None = None,
+) -> FaultVerdict:
+    """The outcome of checkpoint ``index`` under a fault, with evidence, or a finding.
+
+    ``causes``: per rank, a fragment (or alternatives) its error must contain (or fragments
+    any error may contain); ``faulted``: ranks the fault ended, and the words their wait
+    status must show; ``excused_s``: time a rank spent stopped (not counted against the bound);
+    ``expected_position``/``position``: position digests of the unfaulted run's checkpoint
+    and of this one (from rank 0's persisted file).
+    """
+    faulted = dict(faulted or {})
+    excused = dict(excused_s or {})
+    verdict = FaultVerdict(outcome=FINDING, index=index)
+    if result is not None and result.timed_out:
+        stuck = "; ".join(f"{k}: {v}" for k, v in result.stuck_frames().items())
+        verdict.problems.append(
+            f"hang: the group passed its deadline after {result.duration_s:.1f}s "
+            f"(aggregate_timeout_s={timeout_s}); stuck at: {stuck or 'no stacks captured'}"
+        )
+        return verdict
+    rounds = rank_rounds(records, result, index)
+    ok, failed, gone = [], [], []
+    for r in rounds:
+        longest = max(
+            [a["ended_at"] - a["started_at"] for a in r.attempts if "ended_at" in a]
+            + ([r.final.duration_s] if r.final is not None and not r.attempts else [])
+            or [0.0]
+        )
+        verdict.durations[r.rank] = max(0.0, longest - excused.get(r.rank, 0.0))
+        if r.rank in faulted:
+            _check_faulted(r, faulted[r.rank], verdict)
+            if r.final is not None and r.final.ok:
+                ok.append(r)
+            elif r.final is not None:
+                failed.append(r)
+            continue
+        if r.final is None:
+            gone.append(r)
+        elif r.final.ok:
+            ok.append(r)
+        else:
+            failed.append(r)
+    for r in failed:
+        _check_cause(r, causes, verdict)
+        bound = failure_bound_s(timeout_s)
+        if verdict.durations[r.rank] > bound:
+            verdict.problems.append(
+                f"rank {r.rank} took {verdict.durations[r.rank]:.1f}s to fail one attempt, over "
+                f"the bound {bound:.1f}s (3 x aggregate_timeout_s {timeout_s} + 3 s)"
+            )
+    for r in gone:
+        if r.killed_by_harness:
+            verdict.evidence.append(
+                f"rank {r.rank} was ended by the harness before recording checkpoint {index} "
+                "(its torchrun agent was gone)"
+            )
+        elif r.exitcode in (None, 0):
+            verdict.problems.append(
+                f"rank {r.rank} left no record of checkpoint {index} and ended {r.status}"
+            )
+        else:
+            verdict.evidence.append(
+                f"rank {r.rank} was ended before recording checkpoint {index}: {r.status}"
+            )
+    first_split = _first_split(rounds)
+    if first_split:
+        verdict.evidence.append(first_split)
+    if ok and not failed and not gone:
+        _check_consistent(ok, canonical_replicas, verdict)
+        if expected_position is not None and position != expected_position:
+            verdict.problems.append(
+                f"checkpoint {index} completed at another position than the unfaulted run's "
+                f"(position digest {position} != {expected_position})"
+            )
+        outcome = SPLIT_RESOLVED if first_split else COMPLETED
+        attempts = max(len(r.attempts) or 1 for r in ok)
+        digest = ok[0].final.digest if ok[0].final else None
+        verdict.evidence.append(
+            f"every rank returned checkpoint {index} (digest {digest}, {attempts} attempt(s))"
+        )
+    elif ok and (failed or gone):
+        outcome = SPLIT
+        verdict.evidence.append(
+            f"split: ranks {sorted(r.rank for r in ok)} returned checkpoint {index}, ranks "
+            f"{sorted(r.rank for r in failed + gone)} failed"
+        )
+    elif failed or gone:
+        outcome = FAILED
+        for r in failed:
+            verdict.evidence.append(f"rank {r.rank} failed: {(r.final.error or '')[:240]}")  # type: ignore[union-attr]
+    else:
+        outcome = FINDING
+        verdict.problems.append(f"no rank recorded checkpoint {index}: {_statuses(rounds)}")
+    verdict.outcome = FINDING if verdict.problems else outcome
+    return verdict
+
+
+def _first_split(rounds: list[RankRound]) -> str | None:
+    """The first attempt on which ranks disagreed (some returned, some failed), in words."""
+    by_attempt: dict[int, dict[int, bool]] = {}
+    for r in rounds:
+        for a in r.attempts:
+            by_attempt.setdefault(int(a["attempt"]), {})[r.rank] = bool(a.get("ok"))
+    for attempt in sorted(by_attempt):
+        seen = by_attempt[attempt]
+        if len(set(seen.values())) > 1:
+            returned = sorted(k for k, v in seen.items() if v)
+            failed = sorted(k for k, v in seen.items() if not v)
+            return f"attempt {attempt} split: ranks {returned} returned, ranks {failed} failed"
+    return None
+
+
+def _check_faulted(r: RankRound, words: str, verdict: FaultVerdict) -> None:
+    if words and words not in r.status:
+        verdict.problems.append(
+            f"rank {r.rank} was to be ended by the fault ({words}), but its wait status is "
+            f"{r.status!r}"
+        )
+    else:
+        verdict.evidence.append(f"rank {r.rank}: {r.status}")
+
+
+def _check_cause(r: RankRound, causes: Causes, verdict: FaultVerdict) -> None:
+    error = (r.final.error if r.final else "") or ""
+    if not isinstance(causes, Mapping):
+        wanted = list(causes)
+    elif r.rank in causes:
+        given = causes[r.rank]
+        wanted = [given] if isinstance(given, str) else list(given)
+    else:
+        wanted = list(CAUSES)
+    if not any(fragment in error for fragment in wanted):
+        verdict.problems.append(
+            f"rank {r.rank} failed with an error that names none of {wanted}: {error[:300]!r}"
+        )
+
+
+def _check_consistent(ok: list[RankRound], c: int, verdict: FaultVerdict) -> None:
+    digests = {r.rank: r.final.digest for r in ok if r.final is not None}
+    if len(set(digests.values())) > 1:
+        verdict.problems.append(f"ranks returned different checkpoints: digests {digests}")
+    for r in ok:
+        covered = r.final.lanes_covered if r.final else []
+        if covered != list(range(c)):
+            verdict.problems.append(f"rank {r.rank}'s checkpoint covers lanes {covered}, not {c}")
+
+
+def _statuses(rounds: list[RankRound]) -> str:
+    return ", ".join(f"rank {r.rank} {r.status}" for r in rounds)
+
+
+def previous_intact(
+    records: list[RankRecord], checkpoint_path: Path, index: int, fmt: str
+) -> list[str]:
+    """Problems unless checkpoint ``index`` is on disk with the digest every rank recorded."""
+    recorded = {
+        rec.rank: c.digest for rec in records for c in rec.checkpoints if c.index == index and c.ok
+    }
+    if not recorded:
+        return [f"no rank recorded a completed checkpoint {index}"]
+    if len(set(recorded.values())) > 1:
+        return [f"checkpoint {index} differs between ranks: {recorded}"]
+    try:
+        on_disk = persist.digest(persist.load(checkpoint_path, fmt))
+    except persist.CheckpointFileError as exc:
+        return [str(exc)]
+    expected = next(iter(recorded.values()))
+    if on_disk != expected:
+        return [
+            f"checkpoint {index} at {checkpoint_path} changed after the fault: digest {on_disk}, "
+            f"recorded {expected}"
+        ]
+    return []
+
+
+def stitched_identity(
+    reference: list[RankRecord], parts: list[PhaseRecords], batches_per_lane: int
+) -> Verdict:
+    """Global-batch identity of launches stitched at their restores (a crash, a restart).
+
+    ``parts``: each launch with the batches it kept (those before the checkpoint the next one
+    restored); ``batches_per_lane``: how many batches each lane delivered in all. The
+    reference is an uninterrupted run of at least that many steps.
+    """
+    ref = lane_streams(reference)
+    got = assemble(parts)
+    expected = {lane: batches_per_lane for lane in set(ref) | set(got)}
+    short = sorted(lane for lane, batches in ref.items() if len(batches) < batches_per_lane)
+    verdict = compare(ref, got, expected, exact=True)
+    if short:
+        verdict.ok = False
+        verdict.problems.append(
+            f"the reference ran too few steps for lanes {short}: run it {batches_per_lane} steps"
+        )
+    return verdict

@@ -1,0 +1,175 @@
+"""The in-process tier: rank threads with real Zephon pipelines, judged by the same oracles."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zephon_chaos.inproc import TierRefusal, inproc_runner
+from zephon_chaos.inproc.runner import InprocScenarioRunner
+from zephon_chaos.launch.spec import LaunchSpec
+from zephon_chaos.runner import workload_spec
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.workload.records import read_phase
+from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, RankFault, SourceSpec
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[InprocScenarioRunner]:
+    with inproc_runner(tmp_path / "inproc") as r:
+        yield r
+    assert not [t for t in threading.enumerate() if t.name.startswith("zc-s")]
+
+
+BOUNDARY = CheckpointAt(2)
+
+
+def resize(c: int = 6, checkpoint: CheckpointAt = BOUNDARY, **pipeline: object) -> Scenario:
+    return Scenario(
+        pipeline=PipelineSpec(canonical_replicas=c, **pipeline),  # type: ignore[arg-type]
+        phases=(Phase(2, 3, (checkpoint,)), Phase(3, 2)),
+    )
+
+
+@pytest.mark.parametrize("aggregation", ["store", "store_explicit", "dir"])
+def test_a_resize_on_a_window_boundary_keeps_global_batches(
+    runner: InprocScenarioRunner, aggregation: str
+) -> None:
+    outcome = runner.run(resize(aggregation=aggregation))
+    assert outcome.ok, outcome.report()
+    assert outcome.verdict is not None and outcome.verdict.contract == "identical global batches"
+    assert [r.result.ok for r in outcome.phases] == [True, True]
+
+
+def test_rank_threads_write_the_workloads_records(runner: InprocScenarioRunner) -> None:
+    outcome = runner.run(resize(checkpoint=CheckpointAt(1, 1)))
+    assert outcome.ok, outcome.report()
+    phase0 = outcome.phases[0]
+    records = read_phase(phase0.spec.out_dir, 2)
+    assert [r.lanes for r in records] == [[0, 1, 2], [3, 4, 5]]
+    assert [len(r.batches) for r in records] == [9, 9]
+    (ckpt,) = {c.digest for r in records for c in r.checkpoints}
+    assert ckpt is not None
+    # Rank 0 merges, so it alone warns; the warning reached its thread's record only,
+    # though warning hooks are process-global.
+    warned = [any("mid-window" in w for w in r.checkpoints[0].warnings) for r in records]
+    assert warned == [True, False]
+
+
+def test_more_ranks_than_lanes_is_refused_with_zephons_error(runner: InprocScenarioRunner) -> None:
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(
+            Phase(2, 1, (CheckpointAt(1),)),
+            Phase(3, 1, expect_failure=True, expect_error="must be >= dp_degree"),
+            Phase(1, 2),
+        ),
+    )
+    outcome = runner.run(scenario)
+    assert outcome.ok, outcome.report()
+    refused = outcome.phases[1].result
+    assert not refused.ok and refused.first_failure is not None
+    assert "must be >= dp_degree (3)" in (refused.first_failure.error or "")
+
+
+def test_a_refusal_with_the_wrong_error_is_a_problem(runner: InprocScenarioRunner) -> None:
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(Phase(3, 1, expect_failure=True, expect_error="some other error"),),
+    )
+    outcome = runner.run(scenario)
+    assert not outcome.ok
+    assert "not with 'some other error'" in outcome.problems[0]
+
+
+def test_a_crash_relaunches_from_the_checkpoint_before_it(runner: InprocScenarioRunner) -> None:
+    """Rank 1 raises at step 3: checkpoint 1 (step 2) is the last both ranks took."""
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=4),
+        phases=(
+            Phase(2, 2, (CheckpointAt(1),)),
+            Phase(
+                2, 4, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(RankFault(1, 3, "raise"),)
+            ),
+            Phase(2, 2, rank_faults=(RankFault(0, 0, "raise"),)),
+            Phase(3, 2),
+        ),
+    )
+    outcome = runner.run(scenario)
+    assert outcome.ok, outcome.report()
+    crashed = outcome.phases[1]
+    assert crashed.result.first_failure is not None
+    assert crashed.result.first_failure.rank == 1
+    assert "scheduled fault" in (crashed.result.first_failure.error or "")
+    assert crashed.result.rank(0).exitcode == -15  # stopped with its group, like torchrun's
+    assert [(r.from_world, r.to_world) for r in outcome.resumes] == [(2, 2), (2, 2), (2, 3)]
+    # The relaunch after the second crash restored the same checkpoint as that crash did.
+    assert outcome.phases[3].spec.restore_from == outcome.phases[2].spec.restore_from
+
+
+def test_a_checkpoint_when_the_data_ran_out_resumes_to_the_rest(
+    runner: InprocScenarioRunner,
+) -> None:
+    data = DataSpec(
+        sources=(SourceSpec("a", shards=(13, 9), exhausted="stop"),), chunk_size=4, microbatch=2
+    )
+    scenario = Scenario(
+        data=data,
+        pipeline=PipelineSpec(canonical_replicas=4),
+        phases=(Phase(2, 8, (CheckpointAt(6),)), Phase(3, 1000)),
+    )
+    outcome = runner.run(scenario)
+    assert outcome.ok, outcome.report()
+    assert all(r.exhausted_after is not None for r in outcome.phases[0].records)
+    taken = [c.after_batches for r in outcome.phases[0].records for c in r.checkpoints]
+    assert len(taken) == 2  # both ranks took it, after their data ran out
+
+
+@pytest.mark.parametrize(
+    ("scenario", "field"),
+    [
+        (resize(runner="process"), "pipeline.runner"),
+        (resize(mtp_mode=True), "pipeline.mtp_mode"),
+        (
+            Scenario(phases=(Phase(2, 2, rank_faults=(RankFault(0, 1, "sigkill"),)),)),
+            "phases[0].rank_faults[0].action",
+        ),
+        (Scenario(phases=(Phase(2, 2, launch="c10d"),)), "phases[0].launch"),
+    ],
+    ids=["process-runner", "mtp-mode", "signal", "launch-path"],
+)
+def test_what_needs_processes_is_refused_naming_the_field(
+    runner: InprocScenarioRunner, scenario: Scenario, field: str
+) -> None:
+    with pytest.raises(TierRefusal) as refusal:
+        runner.run(scenario)
+    assert f"scenario.{field}:" in str(refusal.value)
+    assert "--tier torchrun" in str(refusal.value)
+
+
+def test_a_launch_past_its_deadline_stops_every_rank_thread(tmp_path: Path) -> None:
+    """Threads cannot be killed: past the deadline they stop at their next step."""
+    import zephon  # noqa: F401  (imported up front: the deadline is for the rank loop)
+
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(2, 400),))
+    out = tmp_path / "phase0"
+    out.mkdir()
+    spec = workload_spec(scenario, 0, out, tmp_path / "data")
+    spec_file = spec.write(out / "spec.json")
+    with inproc_runner(tmp_path / "r") as r:
+        result = r.launcher(
+            LaunchSpec(
+                entry="zephon_chaos.workload",
+                module=True,
+                args=[str(spec_file)],
+                nproc=2,
+                deadline_s=0.05,
+                name="late",
+            )
+        )
+    assert result.timed_out and not result.ok
+    assert set(result.stacks) == {"zc-late-rank0", "zc-late-rank1"} or result.stacks == {}
+    assert not [t for t in threading.enumerate() if t.name.startswith("zc-late")]

@@ -1,0 +1,242 @@
+"""The warm lane: groups forked from a pre-warmed server behave like CLI groups, only faster."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.unit.launch.test_group import MISBEHAVIOURS
+from zephon_chaos.launch import LAUNCH_PATHS, GroupResult, LaunchSpec
+from zephon_chaos.launch.warm import (
+    WARM_NOTE,
+    WarmGroup,
+    WarmServerProcess,
+    fork_unsafe_reason,
+    server_survivors,
+    warm_launcher,
+    warm_launcher_for,
+)
+from zephon_chaos.runner import Launcher, ScenarioRunner
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.workload.records import read_phase
+from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, WorkloadSpec
+
+SHAPES = [(path, 1, 2) for path in LAUNCH_PATHS] + [("c10d", 2, 1)]
+
+
+@pytest.fixture
+def warm_launch(
+    request: pytest.FixtureRequest, chaos_warm_server: WarmServerProcess, torchrun_group
+) -> Launcher:
+    """The session's warm server is a static dependency: it exists before the leak snapshot."""
+    return warm_launcher_for(request, torchrun_group)
+
+
+@pytest.mark.cpu
+@pytest.mark.parametrize(("path", "nnodes", "nproc"), SHAPES)
+def test_a_warm_group_runs_and_records_its_forked_workers(
+    warm_launch: Launcher,
+    torchrun_group,
+    allreduce_script: Path,
+    tmp_path: Path,
+    path: str,
+    nnodes: int,
+    nproc: int,
+) -> None:
+    result = warm_launch(
+        LaunchSpec(
+            entry=allreduce_script,
+            nproc=nproc,
+            nnodes=nnodes,
+            path=path,  # type: ignore[arg-type]
+            env={"ALLREDUCE_OUT": str(tmp_path)},
+            deadline_s=60,
+            name=f"warm-{path}",
+        )
+    ).raise_for_status()
+    world = nproc * nnodes
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+    assert {r["sum"] for r in reports} == {float(sum(range(world)))}
+    assert WARM_NOTE in result.notes
+    group = torchrun_group.groups[-1]
+    assert isinstance(group, WarmGroup)
+    agents = {a.pid for a in group.agents}
+    workers = group.workers()
+    records = group.worker_records()
+    assert sorted(workers) == list(range(world))
+    for rank, pid_id in workers.items():
+        assert records[pid_id]["forked"] is True and records[pid_id]["ppid"] in agents
+        assert result.rank(rank).pid == pid_id.pid and result.rank(rank).exitcode == 0
+    assert "sum=" in result.rank(world - 1).stdout.read_text()
+    assert group.registry.survivors() == []
+
+
+@pytest.mark.cpu
+@pytest.mark.parametrize("how", sorted(MISBEHAVIOURS))
+def test_a_failing_warm_rank_is_reported_in_words(
+    warm_launch: Launcher, allreduce_script: Path, how: str
+) -> None:
+    statuses, evidence = MISBEHAVIOURS[how]
+    result = warm_launch(
+        LaunchSpec(entry=allreduce_script, env={"ALLREDUCE_MISBEHAVE": f"1:{how}"}, deadline_s=60)
+    )
+    assert not result.ok and not result.timed_out
+    assert result.first_failure is not None and result.first_failure.rank == 1
+    assert result.rank(1).status.startswith(statuses)
+    assert evidence in result.report()
+
+
+@pytest.mark.cpu
+def test_the_deadline_kills_a_hanging_warm_group_and_the_server_goes_on(
+    warm_launch: Launcher, torchrun_group, allreduce_script: Path
+) -> None:
+    result = warm_launch(
+        LaunchSpec(
+            entry=allreduce_script,
+            env={"ALLREDUCE_MISBEHAVE": "1:hang"},
+            deadline_s=10,
+            name="hang",
+        )
+    )
+    assert result.timed_out and "passed its deadline" in result.summary()
+    assert "rank 1 hangs on purpose" in result.rank(1).tail("stdout")
+    assert all(o.killed_by_harness and o.pid for o in result.ranks)
+    assert torchrun_group.groups[-1].registry.survivors() == []
+    assert warm_launch(LaunchSpec(entry=allreduce_script, deadline_s=60, name="after")).ok
+
+
+def _wait_for_workers(group: WarmGroup, count: int) -> None:
+    """Until ``count`` workers recorded their PIDs (a file appears: no event to wait on)."""
+    end = time.monotonic() + 60
+    while len(group.workers()) < count and time.monotonic() < end:
+        group.server.pump(0.05)
+    assert len(group.workers()) == count, "the workers never recorded their PIDs"
+
+
+@pytest.mark.cpu
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [("agent", "killed by SIGKILL"), ("rank 1", "killed by SIGTERM")],
+)
+def test_forked_ranks_die_as_exec_d_ranks_do(
+    warm_launch: Launcher, torchrun_group, chaos_warm_server: WarmServerProcess,
+    chaos_tmp_root: Path, allreduce_script: Path, target: str, status: str,
+) -> None:
+    """No inherited agent handler or parent-death signal: a SIGTERM'd rank dies of SIGTERM,
+    and the ranks of a killed agent live on as orphans until the harness reaps them."""
+    group = WarmGroup(
+        LaunchSpec(entry=allreduce_script, env={"ALLREDUCE_MISBEHAVE": "1:hang"}, deadline_s=60),
+        chaos_tmp_root / f"signal-{target.replace(' ', '')}",
+        chaos_warm_server,
+    )
+    torchrun_group.groups.append(group)
+    group.start()
+    _wait_for_workers(group, 2)
+    if target == "agent":
+        group.signal_agent(0, signal.SIGKILL)
+        result = group.wait()
+        assert result.agent_returncodes == [-signal.SIGKILL]
+        assert all(r.killed_by_harness for r in result.ranks), "a rank died with its agent"
+    else:
+        group.signal_rank(1, signal.SIGTERM)
+        result = group.wait()
+        assert result.rank(1).status == status and result.rank(1).error is None
+    assert group.registry.survivors() == []
+
+
+def _batches(records: list) -> list[list[tuple]]:
+    return [
+        [(b.index, b.lane, [tuple(i) for i in b.ids], b.checkpoints_before) for b in r.batches]
+        for r in records
+    ]
+
+
+def _checkpoints(records: list) -> list[list[tuple]]:
+    """What a checkpoint covered (its digest includes prefetch progress, which is timing)."""
+    return [
+        [(c.index, c.after_batches, c.ok, c.lanes_covered, c.lane_counts) for c in r.checkpoints]
+        for r in records
+    ]
+
+
+@pytest.mark.cpu
+def test_warm_and_cli_launches_give_identical_records_and_verdicts(
+    warm_launch: Launcher, torchrun_group, chaos_tmp_root: Path
+) -> None:
+    scenario = Scenario(
+        data=DataSpec(),
+        pipeline=PipelineSpec(canonical_replicas=6),
+        phases=(Phase(2, 3, (CheckpointAt(2),)), Phase(3, 2)),
+        name="warm-vs-cli",
+    )
+    launchers = {"cli": torchrun_group.run_spec, "warm": warm_launch}
+    outcomes = {
+        lane: ScenarioRunner(chaos_tmp_root / lane, launcher=launcher).run(scenario)
+        for lane, launcher in launchers.items()
+    }
+    cli, warm = outcomes["cli"], outcomes["warm"]
+    assert cli.ok and warm.ok, cli.report() + "\n" + warm.report()
+    runs = {lane: [o.reference, *o.phases] for lane, o in outcomes.items()}
+    for cli_run, warm_run in zip(runs["cli"], runs["warm"], strict=True):
+        assert WARM_NOTE in warm_run.result.notes and WARM_NOTE not in cli_run.result.notes
+        world = cli_run.phase.world_size
+        assert _batches(read_phase(Path(warm_run.spec.out_dir), world)) == _batches(
+            read_phase(Path(cli_run.spec.out_dir), world)
+        )
+        assert _checkpoints(warm_run.records) == _checkpoints(cli_run.records)
+    assert warm.verdict == cli.verdict
+
+
+def _stub_result(spec: LaunchSpec) -> GroupResult:
+    return GroupResult(spec.name, [0], [], False, 0.0, Path("."), [])
+
+
+@pytest.mark.parametrize(
+    ("backend", "cuda", "reason"),
+    [
+        ("gloo", False, None),
+        ("nccl", False, "the workload runs on nccl"),
+        ("gloo", True, "CUDA is initialized in the warm server"),
+    ],
+)
+def test_fork_unsafe_launches_take_the_cli_path_and_say_so(
+    tmp_path: Path, backend: str, cuda: bool, reason: str | None
+) -> None:
+    spec_file = WorkloadSpec(backend=backend).write(tmp_path / "spec.json")  # type: ignore[arg-type]
+    spec = LaunchSpec("zephon_chaos.workload", args=[str(spec_file)], module=True, name="g")
+    server = WarmServerProcess(tmp_path / "server")  # never started: no fork may happen
+    server.info = {"cuda_initialized": cuda}
+    found = fork_unsafe_reason(spec, server)
+    if reason is None:
+        assert found is None
+        return
+    assert found is not None and reason in found
+    taken: list[LaunchSpec] = []
+    result = warm_launcher(server, tmp_path, fallback=lambda s: taken.append(s) or _stub_result(s))(
+        spec
+    )
+    assert taken == [spec]
+    assert f"warm lane not used ({found}); launched by the CLI path" in result.summary()
+
+
+@pytest.mark.cpu
+def test_closing_a_warm_server_kills_everything_it_forked(
+    tmp_path: Path, allreduce_script: Path
+) -> None:
+    server = WarmServerProcess(tmp_path / "server").start()
+    try:
+        group = WarmGroup(
+            LaunchSpec(entry=allreduce_script, env={"ALLREDUCE_MISBEHAVE": "1:hang"}),
+            tmp_path / "g",
+            server,
+        ).start()
+        _wait_for_workers(group, 2)
+    finally:
+        survivors = server.close()
+    assert survivors == [] and server_survivors(server) == []
+    assert group.registry.survivors() == []
+    assert server.proc is not None and server.proc.poll() is not None

@@ -1,0 +1,312 @@
+"""The explorer and its commands: signatures, bad input, a planted defect found and replayed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from zephon_chaos import cli
+from zephon_chaos.explore.budget import parse_duration
+from zephon_chaos.explore.findings import Finding
+from zephon_chaos.explore.search import ExploreConfig, Explorer
+from zephon_chaos.explore.signature import signature
+from zephon_chaos.oracles.global_batches import Verdict
+from zephon_chaos.runner import ResumeFact, ScenarioOutcome
+from zephon_chaos.scenario import SCENARIO_VERSION, Phase, Scenario
+from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
+
+PLANT = "skip_after_midwindow_resize"
+PLANT_SIGNATURE = "batches-mid-window.missing.resized.mid-window"
+
+
+def planted(plant: str | None = PLANT) -> Scenario:
+    """The planted defect's true minimum: one rank with two lanes, mid-window, then two."""
+    return Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(Phase(1, 1, (CheckpointAt(0, 1),)), Phase(2, 1)),
+        plant=plant,
+    )
+
+
+# ---- signatures ------------------------------------------------------------------------
+
+
+def outcome(
+    problems: list[str], verdict: Verdict | None = None, resumes: list[ResumeFact] | None = None
+) -> ScenarioOutcome:
+    return ScenarioOutcome(
+        planted(None), None, problems=problems, verdict=verdict, resumes=resumes or []
+    )
+
+
+MID_RESIZE = [ResumeFact(1, 1, 2, True)]
+SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        (outcome([]), None),
+        (
+            outcome(
+                [], Verdict(False, "mid-window contract", ["x"], missing=[(0, 0, 1)]), MID_RESIZE
+            ),
+            "batches-mid-window.missing.resized.mid-window",
+        ),
+        (
+            outcome(
+                [], Verdict(False, "identical global batches", ["first divergence"]), SAME_BOUNDARY
+            ),
+            "batches-identical.divergent.same-size.boundary",
+        ),
+        (
+            outcome(["phase 1: checkpoint 0 differs between ranks: {}"], None, SAME_BOUNDARY),
+            "checkpoint.differs.same-size.boundary",
+        ),
+        (
+            outcome(["phase 1 was expected to fail but succeeded"]),
+            "refusal.accepted.no-resume.no-resume",
+        ),
+        (
+            outcome(["phase 0 failed: group 'g': failed\nfirst failure: rank 1: KeyError: 'x'"]),
+            "launch.KeyError.no-resume.no-resume",
+        ),
+        (
+            # A launch failure outranks the batch comparison it makes meaningless.
+            outcome(
+                ["phase 1 failed: group 'g': passed its deadline"],
+                Verdict(False, "identical global batches", ["x"], duplicated=[(0, 0, 1)]),
+                MID_RESIZE,
+            ),
+            "launch.timeout.resized.mid-window",
+        ),
+    ],
+    ids=["ok", "missing", "divergent", "checkpoint", "refusal", "launch", "precedence"],
+)
+def test_signature(case: ScenarioOutcome, expected: str | None) -> None:
+    assert signature(case) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("300", 300), ("90s", 90), ("10m", 600), ("1h30m", 5400), ("2.5m", 150)]
+)
+def test_budget_formats(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+# ---- bad input -------------------------------------------------------------------------
+
+
+def _scenario_file(tmp_path: Path, name: str, mutate=None) -> Path:
+    raw = json.loads(planted().to_json())
+    if mutate is not None:
+        mutate(raw)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["explore", "--budget", "10x"], "--budget: '10x' is not a duration"),
+        (["explore", "--tier", "gpu"], "--tier 'gpu': choose one of inproc, torchrun, both"),
+        (["explore", "--max-phases", "9"], "--max-phases 9: must be within 1..5"),
+        (["explore", "--plant", "nope"], "--plant 'nope': choose one of"),
+        (["run", "{missing}"], "cannot read scenario file"),
+        (["replay", "{bad_json}"], "not JSON"),
+        (["replay", "{newer}"], f".version: {SCENARIO_VERSION + 1} is newer"),
+        (["run", "{bad_world}"], "phases[1].world_size"),
+        (["run", "{signal}", "--tier", "inproc"], "phases[0].rank_faults[0].action"),
+        (["replay", "{good}", "--tier", "gpu"], "--tier 'gpu'"),
+    ],
+    ids=[
+        "budget",
+        "tier",
+        "phases",
+        "plant",
+        "missing-file",
+        "malformed",
+        "newer-version",
+        "bad-field",
+        "tier-cannot-run-it",
+        "replay-tier",
+    ],
+)
+def test_bad_flags_and_files_exit_2_naming_the_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    files = {
+        "missing": str(tmp_path / "missing.json"),
+        "bad_json": str(_bad_json(tmp_path)),
+        "newer": str(
+            _scenario_file(tmp_path, "newer", lambda r: r.update(version=SCENARIO_VERSION + 1))
+        ),
+        "bad_world": str(
+            _scenario_file(tmp_path, "world", lambda r: r["phases"][1].update(world_size=0))
+        ),
+        "signal": str(_signal_file(tmp_path)),
+        "good": str(_scenario_file(tmp_path, "good")),
+    }
+    argv = [a.format(**files) for a in argv]
+    if argv[0] == "explore":
+        argv += ["--report", str(tmp_path / "report")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def _bad_json(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.json"
+    path.write_text("{ not json")
+    return path
+
+
+def _signal_file(tmp_path: Path) -> Path:
+    scenario = Scenario(phases=(Phase(2, 2, rank_faults=(RankFault(0, 1, "sigkill"),)),))
+    return scenario.save(tmp_path / "signal.json")
+
+
+# ---- run and replay --------------------------------------------------------------------
+
+
+def test_run_and_replay_say_whether_a_scenario_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failing = planted().save(tmp_path / f"{PLANT_SIGNATURE}.json")
+    passing = planted(None).save(tmp_path / "fixed.json")
+    assert cli.main(["run", str(failing), "--tier", "inproc"]) == 1
+    assert f"verdict: VIOLATION ({PLANT_SIGNATURE})" in capsys.readouterr().out
+    assert cli.main(["replay", str(failing)]) == 1  # auto picks the in-process tier
+    assert f"still fails as recorded ({PLANT_SIGNATURE})" in capsys.readouterr().out
+    assert cli.main(["replay", str(passing), "--tier", "inproc"]) == 0
+    assert "no longer fails" in capsys.readouterr().out
+    assert cli.main(["run", str(passing), "--tier", "inproc"]) == 0
+
+
+# ---- the planted defect: found, shrunk to its true minimum, replayed ----------------------
+
+
+def _shrunk(findings: dict[str, Finding]) -> bool:
+    found = findings.get(PLANT_SIGNATURE)
+    return found is not None and found.shrunk_s is not None
+
+
+def test_explore_finds_and_shrinks_the_planted_defect_in_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report"
+    result = Explorer(
+        ExploreConfig(
+            budget_s=300,
+            report_dir=report,
+            tier="inproc",
+            seed=3,
+            max_world=3,
+            max_phases=3,
+            plant=PLANT,
+            shrink_s=20,
+            stop_when=_shrunk,
+        )
+    ).run()
+    finding = next(f for f in result.findings if f.signature == PLANT_SIGNATURE)
+    minimal = finding.scenario
+    assert [ph.world_size for ph in minimal.phases] == [1, 2], minimal.summary()
+    assert minimal.pipeline.canonical_replicas == 2
+    assert finding.label == "reproducible"
+    assert not any(ph.rank_faults for ph in minimal.phases)
+    saved = report / "findings" / f"{PLANT_SIGNATURE}.json"
+    assert Scenario.load(saved).phases == minimal.phases
+    assert (report / "findings" / f"{PLANT_SIGNATURE}.png").stat().st_size > 0
+    assert (report / "timeline.png").stat().st_size > 0
+    summary = (report / "summary.md").read_text()
+    assert f"zephon-chaos replay {saved} --tier inproc" in summary
+    assert "## Coverage" in summary
+    capsys.readouterr()
+    assert cli.main(["replay", str(saved), "--tier", "inproc"]) == 1
+    assert "still fails as recorded" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.cpu
+def test_the_planted_defect_found_in_process_reproduces_on_torchrun(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report"
+    result = Explorer(
+        ExploreConfig(
+            budget_s=600,
+            report_dir=report,
+            tier="both",
+            seed=3,
+            max_world=3,
+            max_phases=3,
+            plant=PLANT,
+            shrink_s=20,
+            stop_when=_shrunk,
+        )
+    ).run()
+    finding = next(f for f in result.findings if f.signature == PLANT_SIGNATURE)
+    assert [ph.world_size for ph in finding.scenario.phases] == [1, 2]
+    assert finding.confirmed_on == {"torchrun": PLANT_SIGNATURE}
+    saved = report / "findings" / f"{PLANT_SIGNATURE}.json"
+    capsys.readouterr()
+    assert cli.main(["replay", str(saved), "--tier", "torchrun"]) == 1
+    assert "still fails as recorded" in capsys.readouterr().out
+
+
+# ---- budget and interruption -----------------------------------------------------------
+
+
+def test_ctrl_c_stops_cleanly_and_writes_the_report_so_far(tmp_path: Path) -> None:
+    """SIGINT once scenarios run: exit 130, a summary marked interrupted, nothing left."""
+    report, tmp = tmp_path / "report", tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zephon_chaos.cli",
+            "explore",
+            "--budget",
+            "5m",
+            "--report",
+            str(report),
+            "--seed",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        # The second scenario's folder exists once the first was judged.
+        while not list(tmp.glob("zc-explore-*/inproc/s2")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no scenario ran within 120 s"
+            time.sleep(0.05)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted; everything started was stopped" in err
+    assert "scenarios" in out
+    assert "interrupted" in (report / "summary.md").read_text()
+    assert not list(tmp.glob("zc-explore-*")), "the working folder was left behind"
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
