@@ -219,6 +219,9 @@ def _make_store_class() -> type:
             self.poll_interval_s = inner.poll_interval_s
             self.max_value_bytes = inner.max_value_bytes
 
+        def __del__(self) -> None:
+            self.log.close()
+
         # Reads and plain operations pass through.
         def check_ready(self) -> None:
             self.inner.check_ready()

@@ -154,9 +154,7 @@ class RankHooks:
 
     on_step: Callable[[int, int], None] = lambda n, taken: None
     before_checkpoint: Callable[[int], None] = lambda index: None
-    capture_warnings: Callable[[], AbstractContextManager[list[Any]]] = (
-        lambda: _catch_warnings()
-    )
+    capture_warnings: Callable[[], AbstractContextManager[list[Any]]] = lambda: _catch_warnings()
     fire: Callable[[RankFault, int, RecordWriter], None] = _fire
     agree: Callable[[bool], bool] = _agree
 
