@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     for tier, runs, seconds, rate in rows:
         target = TARGETS[tier]
         print(
-            f"{tier:<10}{runs:>10}{seconds:>10.1f}{rate:>10.1f}{target:>8.0f}{rate / target:>8.2f}"
+            f"{tier:<15}{runs:>10}{seconds:>10.1f}{rate:>10.1f}{target:>8.0f}{rate / target:>8.2f}"
         )
     print(f"first in-process scenario (imports Zephon): {warm_s:.1f} s")
     rates = {tier: rate for tier, _, _, rate in rows}
