@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -347,16 +346,9 @@ def _make_store_class() -> type:
 
 
 def _signal_action(action: str) -> None:
-    if action == "sigkill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif action == "sigterm":
-        os.kill(os.getpid(), signal.SIGTERM)
-    elif action == "sigstop":
-        os.kill(os.getpid(), signal.SIGSTOP)
-    elif action == "exit":
-        os._exit(17)
-    elif action == "kill_agent":
-        os.kill(os.getppid(), signal.SIGKILL)
+    from zephon_chaos.workload.self_faults import signal_self
+
+    signal_self(action)
 
 
 _STORE_CLASS: type | None = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import time
 import traceback
@@ -25,6 +24,7 @@ from zephon_chaos.workload import persist
 from zephon_chaos.workload.data import build_pipeline
 from zephon_chaos.workload.plants import Plant
 from zephon_chaos.workload.records import RecordWriter
+from zephon_chaos.workload.self_faults import signal_self
 from zephon_chaos.workload.spec import RankFault, WorkloadSpec
 
 
@@ -47,18 +47,10 @@ def _fire(fault: RankFault, rank: int, out: RecordWriter) -> None:
     out.write("fault", rank=rank, at_step=fault.at_step, action=fault.action, pid=os.getpid())
     out.flush()
     action = fault.action
-    if action == "sigkill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif action == "sigterm":
-        os.kill(os.getpid(), signal.SIGTERM)
-    elif action == "sigstop":
-        os.kill(os.getpid(), signal.SIGSTOP)
-    elif action == "exit":
-        os._exit(17)
-    elif action == "raise":
+    if signal_self(action):
+        return
+    if action == "raise":
         raise RuntimeError(f"rank {rank} raises at step {fault.at_step} (scheduled fault)")
-    elif action == "kill_agent":
-        os.kill(os.getppid(), signal.SIGKILL)
     else:
         raise ValueError(f"unknown rank fault action {action!r}")
 
