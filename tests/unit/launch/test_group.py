@@ -11,10 +11,18 @@ from zephon_chaos.launch import LAUNCH_PATHS
 
 pytestmark = pytest.mark.cpu
 
-SHAPES = [(path, 1, nproc) for path in LAUNCH_PATHS for nproc in (1, 2, 3)] + [
-    ("c10d", 2, 1),
-    ("static", 2, 1),
-]
+# Two ranks on every path, three on one, and two agents on the paths that take a node
+# count; the other shapes add launches, not coverage, so they run with `slow`.
+SHAPES = [
+    pytest.param(
+        path,
+        1,
+        nproc,
+        marks=() if nproc == 2 or (path, nproc) == ("standalone", 3) else pytest.mark.slow,
+    )
+    for path in LAUNCH_PATHS
+    for nproc in (1, 2, 3)
+] + [("c10d", 2, 1), ("static", 2, 1)]
 
 
 @pytest.mark.parametrize(("path", "nnodes", "nproc"), SHAPES)
