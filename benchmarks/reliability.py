@@ -1,6 +1,6 @@
 """Reliability of the CPU suite: run it N times and count what should always be zero.
 
-    python benchmarks/reliability.py --runs 3 [--workers 2] [-- extra pytest args, e.g. -k launch]
+    python benchmarks/reliability.py --runs 3 [--workers 2] [--launch warm|cli] [-- pytest args]
 
 Per run it prints failures (from the JUnit report), processes the run left alive (anything
 carrying this run's marker variable, or a group tag that was not there before), listening
@@ -138,7 +138,7 @@ def run_once(index: int, args: argparse.Namespace, extra: list[str], out: Path) 
     argv = [
         sys.executable, "-m", "pytest", "-m", MARKER, "-n", str(args.workers),
         "-p", "no:cacheprovider", "-q", f"--junitxml={junit}", f"--chaos-artifacts={artifacts}",
-        *extra,
+        f"--chaos-launch={args.launch}", *extra,
     ]
     # A temp folder of its own: its ledgers and spawn records are this run's and no one else's.
     env = dict(os.environ, **{RUN_VAR: marker, "TMPDIR": str(temp),
@@ -185,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2, help="xdist workers (-n)")
+    parser.add_argument(
+        "--launch", choices=("cli", "warm"), default="warm",
+        help="--chaos-launch of the suite (default: warm, as `tox -e cpu` runs it)",
+    )
     parser.add_argument("--timeout-s", type=float, default=3600.0, help="deadline of one run")
     parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--out", type=Path, default=None, help="keep logs and reports here")
@@ -194,7 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--runs must be at least 1")
     out = args.out or Path(tempfile.mkdtemp(prefix="zc-reliability-"))
     out.mkdir(parents=True, exist_ok=True)
-    print(f"suite: pytest -m {MARKER!r} -n {args.workers} {' '.join(extra)}; reports in {out}")
+    print(
+        f"suite: pytest -m {MARKER!r} -n {args.workers} --chaos-launch {args.launch} "
+        f"{' '.join(extra)}; reports in {out}"
+    )
     runs = []
     for i in range(1, args.runs + 1):
         facts = run_once(i, args, extra, out)

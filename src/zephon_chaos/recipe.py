@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import signal
 import tempfile
 import time
 import warnings
@@ -45,6 +44,7 @@ from typing import Any
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.workload.persist import digest
 from zephon_chaos.workload.records import RecordWriter
+from zephon_chaos.workload.self_faults import signal_self
 
 ENV_RECORDS_DIR = "ZEPHON_CHAOS_RECORDS_DIR"
 ENV_CKPT_DIR = "ZEPHON_CHAOS_CKPT_DIR"
@@ -300,13 +300,7 @@ def complete_checkpoints(root: Path | str) -> dict[int, Path]:
 
 
 def _fire(action: str, rank: int, step: int) -> None:
-    if action == "sigkill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif action == "sigterm":
-        os.kill(os.getpid(), signal.SIGTERM)
-    elif action == "exit":
-        os._exit(17)
-    elif action == "raise":
+    if not signal_self(action) and action == "raise":
         raise RuntimeError(f"rank {rank} raises before step {step} (scheduled fault)")
 
 

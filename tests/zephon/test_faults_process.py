@@ -86,8 +86,15 @@ def test_a_crashed_group_relaunches_from_its_last_checkpoint(
         assert result.agent_returncodes == [-signal.SIGKILL], result.summary()
         assert describe(result.agent_returncodes[0]) == "killed by SIGKILL"
         assert all(r.killed_by_harness for r in result.ranks), "orphaned ranks outlived it"
+        # No agent saw the orphans end: the harness's own SIGKILL is their status.
+        assert all(r.status.startswith("killed by SIGKILL") for r in result.ranks), result.summary()
+        assert "it killed its own agent" in result.rank(victim).status, result.summary()
     else:
-        assert STATUS[action] in result.rank(victim).status, result.summary()
+        status = result.rank(victim).status
+        assert STATUS[action] in status, result.summary()
+        # The rank's note tells its own signal from the OOM killer's.
+        assert f"sent by the rank itself: scheduled fault {action!r}" in status, status
+        assert "OOM" not in status and not result.rank(victim).unexplained_sigkill, status
     spec = crashed.spec
     assert oracle.previous_intact(crashed.records, spec.checkpoint_path(0), 0, "pickle") == []
     assert outcome.resumes[0].to_world == then and outcome.verdict is not None

@@ -27,6 +27,7 @@ from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
 from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId
 from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
 from zephon_chaos.launch.spec import LaunchSpec
+from zephon_chaos.workload.self_faults import self_signals
 
 # Variables of an enclosing launch that would mislead a nested torchrun.
 _INHERITED_LAUNCH_VARS = (
@@ -325,9 +326,10 @@ class TorchrunGroup:
                 failures[f.rank] = f
         workers = self.workers()
         records = self.worker_records()
+        fired = self_signals(self.registry.pid_dir)
         ranks: list[RankOutcome] = []
         first: RankOutcome | None = None
-        first_key: tuple[bool, float] = (True, float("inf"))
+        first_key: tuple[bool, bool, float] = (True, True, float("inf"))
         for rank in range(self.spec.world_size):
             pid_id = workers.get(rank)
             rec = records.get(pid_id, {}) if pid_id else {}
@@ -342,6 +344,9 @@ class TorchrunGroup:
                 code = -signal.SIGKILL
             elif pid_id is None:
                 code = None
+            elif pid_id.pid in self.registry.killed_by_us:
+                # An orphan of a dead agent, killed in teardown: no agent saw it end.
+                code = -self.registry.killed_by_us[pid_id.pid]
             else:
                 code = 0
             outcome = RankOutcome(
@@ -353,6 +358,7 @@ class TorchrunGroup:
                 stdout=rank_dir / "stdout.log" if rank_dir else None,
                 stderr=rank_dir / "stderr.log" if rank_dir else None,
                 killed_by_harness=bool(pid_id and pid_id.pid in self.registry.killed_by_us),
+                self_signal=fired.get((pid_id.pid, pid_id.ticks)) if pid_id else None,
             )
             stamp = float("inf")
             error_file = failure.error_file if failure else None
@@ -366,8 +372,13 @@ class TorchrunGroup:
                 outcome.error = last_exception_line(outcome.tail("stderr", 200))
             ranks.append(outcome)
             if code not in (0, None):
-                # torchelastic's root cause wins; otherwise the earliest error file.
-                key = (not (failure is not None and failure.root_cause), stamp)
+                # torchelastic's root cause wins, then a rank the harness did not kill, then
+                # the earliest error file.
+                key = (
+                    not (failure is not None and failure.root_cause),
+                    outcome.killed_by_harness and failure is None,
+                    stamp,
+                )
                 if first is None or key < first_key:
                     first, first_key = outcome, key
         notes = []

@@ -21,18 +21,28 @@ class RankOutcome:
     error: str | None = None
     traceback: str | None = None
     killed_by_harness: bool = False
+    self_signal: str | None = None
+    """The scheduled fault this rank fired on itself (``workload.self_faults``), if any."""
     kernel_note: str | None = field(default=None, repr=False, compare=False)
     """The kernel log's word on an unexplained SIGKILL, read once (see ``report.kernel``)."""
 
     @property
     def unexplained_sigkill(self) -> bool:
-        return self.exitcode == -signal.SIGKILL and not self.killed_by_harness
+        return (
+            self.exitcode == -signal.SIGKILL
+            and not self.killed_by_harness
+            and self.self_signal is None
+        )
 
     @property
     def status(self) -> str:
         """The exit status in words; a SIGKILL the harness did not send comes with the
         kernel's evidence for (or against) an OOM kill."""
         text = describe(self.exitcode)
+        if self.self_signal == "kill_agent":
+            text += " (it killed its own agent: a scheduled fault)"
+        elif self.self_signal is not None:
+            text += f" (sent by the rank itself: scheduled fault {self.self_signal!r})"
         if self.unexplained_sigkill:
             if self.kernel_note is None:
                 self.kernel_note = self._kernel_note()

@@ -1,13 +1,24 @@
-"""Signals a rank sends itself (or its agent) for a scheduled fault: one table for all callers."""
+"""Signals a rank sends itself (or its agent) for a scheduled fault: one table for all callers.
+
+Before it fires, the rank leaves a note in its launch's PID directory, so that the report
+can tell a SIGKILL the rank sent itself from one the kernel's OOM killer sent.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+from pathlib import Path
+
+NOTES_SUBDIR = "self-signals"
 
 
 def signal_self(action: str) -> bool:
     """Apply ``action`` if it is a signal or an exit; False for actions the caller handles."""
+    if action not in ("sigkill", "sigterm", "sigstop", "exit", "kill_agent"):
+        return False
+    _leave_note(action)
     if action == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif action == "sigterm":
@@ -16,8 +27,30 @@ def signal_self(action: str) -> bool:
         os.kill(os.getpid(), signal.SIGSTOP)
     elif action == "exit":
         os._exit(17)
-    elif action == "kill_agent":
-        os.kill(os.getppid(), signal.SIGKILL)
     else:
-        return False
+        os.kill(os.getppid(), signal.SIGKILL)
     return True
+
+
+def _leave_note(action: str) -> None:
+    from zephon_chaos.launch.procs import PID_DIR_VAR, start_ticks
+
+    pid_dir = os.environ.get(PID_DIR_VAR)
+    if not pid_dir:
+        return
+    pid = os.getpid()
+    with contextlib.suppress(OSError):
+        notes = Path(pid_dir, NOTES_SUBDIR)
+        notes.mkdir(exist_ok=True)
+        (notes / f"{pid}-{start_ticks(pid) or 0}").write_text(action)
+
+
+def self_signals(pid_dir: Path) -> dict[tuple[int, int], str]:
+    """``{(pid, start ticks): action}`` for every rank of a launch that fired on itself."""
+    found: dict[tuple[int, int], str] = {}
+    with contextlib.suppress(OSError):
+        for note in Path(pid_dir, NOTES_SUBDIR).iterdir():
+            pid, _, ticks = note.name.partition("-")
+            with contextlib.suppress(ValueError, OSError):
+                found[(int(pid), int(ticks))] = note.read_text().strip()
+    return found
