@@ -12,18 +12,18 @@ CLI <= 1.3x bare. Bounded by --max-seconds (170).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 from zephon_chaos.bench.launch_timing import (
+    alternate,
     bare_scenario,
     cli,
-    fits,
     line,
     median,
     private_root,
+    round_args,
     scenario_seconds,
     verdict,
 )
@@ -36,12 +36,7 @@ CLI_OVER_BARE = 1.3
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--max-seconds", type=float, default=170.0)
-    args = parser.parse_args(argv)
-    times: dict[str, list[float]] = {"cli": [], "warm": [], "bare": []}
-    began = time.monotonic()
+    args = round_args(__doc__ or "", argv, rounds=2, max_seconds=170.0)
     with private_root() as root:
         started = time.monotonic()
         with WarmServerProcess(root / "warm-server") as server:
@@ -50,16 +45,12 @@ def main(argv: list[str] | None = None) -> int:
             def warm(work: Path) -> Launcher:
                 return warm_launcher(server, work)
 
-            ways = {"cli": lambda i: scenario_seconds(cli, root, f"cli{i}"),
-                    "warm": lambda i: scenario_seconds(warm, root, f"warm{i}"),
-                    "bare": lambda i: bare_scenario(root)}
-            for i in range(args.rounds):
-                if not fits(began, args.max_seconds, i):
-                    print(f"  stopped after {i} rounds (--max-seconds {args.max_seconds:.0f})")
-                    break
-                order = list(ways) if i % 2 == 0 else list(reversed(ways))
-                for who in order:
-                    times[who].append(ways[who](i))
+            ways = {
+                "cli": lambda i: scenario_seconds(cli, root, f"cli{i}"),
+                "warm": lambda i: scenario_seconds(warm, root, f"warm{i}"),
+                "bare": lambda i: bare_scenario(root),
+            }
+            times = alternate(ways, args.rounds, args.max_seconds - server_start)
     cli_s, warm_s, bare_s = (median(times[k]) for k in ("cli", "warm", "bare"))
     print(f"3-phase scenario (W 2, 2, 3): CLI path, warm lane, bare torchrun ({load_note()})")
     print(line("scenario via the CLI path", times["cli"]))

@@ -11,17 +11,16 @@ starting rounds after --max-seconds (default 150).
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 
 from zephon_chaos.bench.launch_timing import (
+    alternate,
     bare_torchrun,
-    fits,
     line,
     median,
     our_launch,
     private_root,
+    round_args,
     verdict,
 )
 from zephon_chaos.bench.machine import load_note
@@ -30,29 +29,20 @@ TARGET = 1.1
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--nproc", type=int, default=2)
-    parser.add_argument("--max-seconds", type=float, default=150.0)
-    args = parser.parse_args(argv)
-    ours: list[float] = []
-    bare: list[float] = []
-    began = time.monotonic()
+    args = round_args(__doc__ or "", argv, rounds=5, max_seconds=150.0, nproc=2)
     with private_root() as root:
-        for i in range(args.rounds):
-            if not fits(began, args.max_seconds, i):
-                print(f"  stopped after {i} rounds (--max-seconds {args.max_seconds:.0f})")
-                break
-            first, second = (("ours", "bare") if i % 2 == 0 else ("bare", "ours"))
-            for who in (first, second):
-                if who == "ours":
-                    ours.append(our_launch(args.nproc, root, f"ours{i}"))
-                else:
-                    bare.append(bare_torchrun(args.nproc, root))
-    ratio = median(ours) / median(bare)
+        times = alternate(
+            {
+                "ours": lambda i: our_launch(args.nproc, root, f"ours{i}"),
+                "bare": lambda i: bare_torchrun(args.nproc, root),
+            },
+            args.rounds,
+            args.max_seconds,
+        )
+    ratio = median(times["ours"]) / median(times["bare"])
     print(f"launch overhead, {args.nproc} ranks, trivial gloo script ({load_note()})")
-    print(line("our launcher (TorchrunGroup)", ours))
-    print(line("bare torchrun --standalone", bare))
+    print(line("our launcher (TorchrunGroup)", times["ours"]))
+    print(line("bare torchrun --standalone", times["bare"]))
     print(verdict("ratio ours / bare", ratio, f"<= {TARGET}", ratio <= TARGET))
     return 0
 

@@ -10,17 +10,16 @@ medians and the ratio. Target: scenario / bare <= 1.3. Bounded by --max-seconds 
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 
 from zephon_chaos.bench.launch_timing import (
+    alternate,
     bare_scenario,
     cli,
-    fits,
     line,
     median,
     private_root,
+    round_args,
     scenario_seconds,
     verdict,
 )
@@ -30,28 +29,20 @@ TARGET = 1.3
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--max-seconds", type=float, default=170.0)
-    args = parser.parse_args(argv)
-    scenario: list[float] = []
-    bare: list[float] = []
-    began = time.monotonic()
+    args = round_args(__doc__ or "", argv, rounds=2, max_seconds=170.0)
     with private_root() as root:
-        for i in range(args.rounds):
-            if not fits(began, args.max_seconds, i):
-                print(f"  stopped after {i} rounds (--max-seconds {args.max_seconds:.0f})")
-                break
-            order = ("cli", "bare") if i % 2 == 0 else ("bare", "cli")
-            for who in order:
-                if who == "cli":
-                    scenario.append(scenario_seconds(cli, root, f"cli{i}"))
-                else:
-                    bare.append(bare_scenario(root))
-    ratio = median(scenario) / median(bare)
+        times = alternate(
+            {
+                "cli": lambda i: scenario_seconds(cli, root, f"cli{i}"),
+                "bare": lambda i: bare_scenario(root),
+            },
+            args.rounds,
+            args.max_seconds,
+        )
+    ratio = median(times["cli"]) / median(times["bare"])
     print(f"3-phase scenario (W 2, 2, 3) vs three bare launches ({load_note()})")
-    print(line("scenario via the CLI path", scenario))
-    print(line("3 bare torchrun launches", bare))
+    print(line("scenario via the CLI path", times["cli"]))
+    print(line("3 bare torchrun launches", times["bare"]))
     print(verdict("ratio CLI scenario / bare", ratio, f"<= {TARGET}", ratio <= TARGET))
     return 0
 

@@ -8,6 +8,7 @@ all-reduce. "Bare" is what a person types: ``python -m torch.distributed.run --s
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -123,6 +124,35 @@ def scenario_seconds(launcher: Callable[[Path], Launcher], root: Path, name: str
 
 def cli(work: Path) -> Launcher:
     return cli_launcher(work)
+
+
+def round_args(doc: str, argv: list[str] | None, rounds: int, max_seconds: float,
+               nproc: int | None = None) -> argparse.Namespace:
+    """The options every side-by-side script takes: rounds, a time bound, maybe ``--nproc``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--max-seconds", type=float, default=max_seconds)
+    if nproc is not None:
+        parser.add_argument("--nproc", type=int, default=nproc)
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.max_seconds <= 0:
+        parser.error("--rounds must be at least 1 and --max-seconds above 0")
+    return args
+
+
+def alternate(ways: dict[str, Callable[[int], float]], rounds: int,
+              max_seconds: float) -> dict[str, list[float]]:
+    """Seconds of each way per round, the order reversed every other round so that drift in
+    the machine's load hits every way alike; stops starting rounds past ``max_seconds``."""
+    times: dict[str, list[float]] = {who: [] for who in ways}
+    began = time.monotonic()
+    for i in range(rounds):
+        if not fits(began, max_seconds, i):
+            print(f"  stopped after {i} rounds (--max-seconds {max_seconds:.0f})")
+            break
+        for who in list(ways) if i % 2 == 0 else list(reversed(ways)):
+            times[who].append(ways[who](i))
+    return times
 
 
 def fits(began: float, max_seconds: float, rounds_done: int) -> bool:
