@@ -20,6 +20,9 @@ COMMANDS: dict[str, str] = {
     "bench": "measure: `bench aggregation` (TCPStore aggregation at scale)",
 }
 
+LAUNCHING = ("explore", "run", "replay", "bench")
+"""Commands that start groups: they own what they start (``hygiene.command``)."""
+
 
 class UsageError(Exception):
     """Bad input from the command line; printed without a traceback, exit 2."""
@@ -58,7 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zephon-chaos: '{args.command}' is not available in this build", file=sys.stderr)
         return 2
     try:
-        return int(module.run(args) or 0)
+        if args.command not in LAUNCHING:
+            return int(module.run(args) or 0)
+        from zephon_chaos.hygiene.command import owned_command
+
+        with owned_command(args.command):
+            return int(module.run(args) or 0)
     except UsageError as exc:
         print(f"zephon-chaos {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,25 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help="inproc (rank threads, fast), torchrun (real groups), or auto: inproc when the "
         "scenario needs nothing only processes have (signals, launch paths, worker processes)",
     )
+    add_launch_options(parser, default_launch="cli")
+    parser.add_argument(
+        "--keep",
+        metavar="DIR",
+        default=None,
+        help="keep the working files (data, records, checkpoints, logs) under DIR",
+    )
+
+
+LAUNCH_HELP = {
+    "cli": "torchrun tier: cli (python -m torch.distributed.run per launch, the default) or "
+    "warm (agent and workers forked from a process that imported torch already: faster)",
+    "warm": "torchrun tier: warm (agent and workers forked from a process that imported "
+    "torch already; the default, ~10x faster) or cli (python -m torch.distributed.run)",
+}
+
+
+def add_launch_options(parser: argparse.ArgumentParser, default_launch: str) -> None:
+    """``--deadline`` and ``--launch``: every command that launches groups takes both."""
     parser.add_argument(
         "--deadline",
         type=float,
@@ -27,18 +46,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="deadline of each launch (default 120)",
     )
-    parser.add_argument(
-        "--launch",
-        default="cli",
-        help="torchrun tier: cli (python -m torch.distributed.run per launch, the default) or "
-        "warm (agent and workers forked from a process that imported torch already: faster)",
-    )
-    parser.add_argument(
-        "--keep",
-        metavar="DIR",
-        default=None,
-        help="keep the working files (data, records, checkpoints, logs) under DIR",
-    )
+    parser.add_argument("--launch", default=default_launch, help=LAUNCH_HELP[default_launch])
 
 
 def load(path: str) -> Scenario:
@@ -91,6 +99,12 @@ def check_launch(choice: str) -> str:
     if choice not in LAUNCHES:
         raise UsageError(f"--launch {choice!r}: choose one of {', '.join(LAUNCHES)}")
     return choice
+
+
+def prepare(args: argparse.Namespace) -> tuple[Scenario, str, str]:
+    """The scenario of ``FILE``, its tier and launch lane, each checked (``UsageError``)."""
+    scenario = load(args.file)
+    return scenario, pick_tier(scenario, args.tier), check_launch(args.launch)
 
 
 def run_once(

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from zephon_chaos.cli import UsageError
+from zephon_chaos.commands._scenario_io import add_launch_options
 
 TIERS = ("inproc", "torchrun", "both")
 
@@ -46,19 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="most launches in one scenario, 1..5 (default 5)",
     )
-    parser.add_argument(
-        "--deadline",
-        type=float,
-        default=120.0,
-        metavar="SECONDS",
-        help="deadline of each launch (default 120)",
-    )
-    parser.add_argument(
-        "--launch",
-        default="warm",
-        help="torchrun tier: warm (agent and workers forked from a process that imported "
-        "torch already; the default, ~10x faster) or cli (python -m torch.distributed.run)",
-    )
+    add_launch_options(parser, default_launch="warm")
     parser.add_argument(
         "--plant",
         default=None,

@@ -10,14 +10,7 @@ import argparse
 from pathlib import Path
 
 from zephon_chaos.cli import UsageError
-from zephon_chaos.commands._scenario_io import (
-    Workspace,
-    add_common,
-    check_launch,
-    load,
-    pick_tier,
-    run_once,
-)
+from zephon_chaos.commands._scenario_io import Workspace, add_common, prepare, run_once
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,9 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.times < 1:
         raise UsageError(f"--times {args.times}: must be at least 1")
-    scenario = load(args.file)
-    tier = pick_tier(scenario, args.tier)
-    launch = check_launch(args.launch)
+    scenario, tier, launch = prepare(args)
     recorded = Path(args.file).stem
     from zephon_chaos.explore.signature import signature
 

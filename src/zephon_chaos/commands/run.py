@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from zephon_chaos.commands._scenario_io import (
-    Workspace,
-    add_common,
-    check_launch,
-    load,
-    pick_tier,
-    run_once,
-)
+from zephon_chaos.commands._scenario_io import Workspace, add_common, prepare, run_once
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,9 +12,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    scenario = load(args.file)
-    tier = pick_tier(scenario, args.tier)
-    launch = check_launch(args.launch)
+    scenario, tier, launch = prepare(args)
     with Workspace(args.keep) as ws:
         print(f"running {scenario.summary()} on the {tier} tier")
         outcome = run_once(scenario, tier, ws.root, args.deadline, launch)

@@ -1,0 +1,54 @@
+"""A command-line run owns what it starts, as a pytest session does.
+
+``explore``, ``run``, ``replay`` and ``bench`` launch groups outside any pytest session. Under
+this scope they get a session identity and a ledger of their own, and every process they
+start inherits ``ZEPHON_CHAOS_OWNER``: if the command is SIGKILLed, the next session's or
+command's start-up reap (or ``zephon-chaos clean``) finds its leftovers by owner, precisely,
+instead of only by the thorough scan. Leftovers of crashed runs are reaped at the start too.
+Inside a pytest test (the owner variable already set) the test's owner covers everything and
+this scope does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+
+from zephon_chaos.hygiene.ledger import SessionLedger
+from zephon_chaos.hygiene.owner import (
+    OWNER_VAR,
+    UnsafeDirectory,
+    owner_value,
+    private_root,
+    session_id,
+)
+from zephon_chaos.hygiene.reaper import reap
+
+
+@contextlib.contextmanager
+def owned_command(name: str) -> Iterator[SessionLedger | None]:
+    """Own the processes and folders started inside; yields the ledger (None: not needed or
+    not possible, with a word on stderr why)."""
+    if os.environ.get(OWNER_VAR):
+        yield None
+        return
+    try:
+        root = private_root()
+        sid = session_id()
+    except (UnsafeDirectory, OSError, RuntimeError) as exc:
+        print(f"zephon-chaos {name}: no ownership records ({exc})", file=sys.stderr)
+        yield None
+        return
+    earlier = reap(root)
+    if earlier:
+        print(f"zephon-chaos {name}: leftovers of a crashed run, {earlier.describe()}",
+              file=sys.stderr)
+    ledger = SessionLedger(root, sid)
+    os.environ[OWNER_VAR] = owner_value(sid)
+    try:
+        yield ledger
+    finally:
+        os.environ.pop(OWNER_VAR, None)
+        ledger.close()
