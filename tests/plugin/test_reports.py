@@ -44,7 +44,8 @@ def test_a_failing_group_test_reports_the_group(pytester: pytest.Pytester) -> No
             "*AssertionError: the group failed*",
             "*- zephon-chaos group g0 -*",
             "group 'g0': failed (agents: exited 1)",
-            "  rank 0 (pid *): exited 0 (success)",
+            # Rank 0 exits 0, or is stopped by its agent if rank 1 fails first: not the point.
+            "  rank 0 (pid *): *",
             "  rank 1 (pid *): exited 3",
             "*rank 1 gives up on purpose*",
             "*- zephon-chaos artifacts -*",

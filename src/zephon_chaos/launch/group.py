@@ -24,7 +24,7 @@ from zephon_chaos.launch.elastic_errors import (
     read_error_file,
 )
 from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
-from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId
+from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId, exit_notes
 from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.workload.self_faults import self_signals
@@ -187,19 +187,25 @@ class TorchrunGroup:
         self.agents, self.agent_logs = [], []
         for node in range(self.spec.nnodes):
             log = self.workdir / f"agent{node}-attempt{self._attempt}.log"
-            with open(log, "wb") as out:
-                proc = subprocess.Popen(
-                    self._agent_argv(node),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    cwd=self.workdir,
-                    start_new_session=True,
-                )
-            self.registry.add(proc.pid)
-            self.agents.append(proc)
+            agent = self._spawn_agent(self._agent_argv(node), env, log)
+            self.registry.add(agent.pid)
+            self.agents.append(agent)
             self.agent_logs.append(log)
+
+    def _spawn_agent(
+        self, argv: list[str], env: dict[str, str], log: Path
+    ) -> subprocess.Popen[bytes]:
+        """One agent, ``python -m torch.distributed.run ...`` in a session of its own."""
+        with open(log, "wb") as out:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.workdir,
+                start_new_session=True,
+            )
 
     # ---- watching and faulting -------------------------------------------------------------
     def worker_records(self) -> dict[ProcId, dict[str, object]]:
@@ -327,6 +333,8 @@ class TorchrunGroup:
         workers = self.workers()
         records = self.worker_records()
         fired = self_signals(self.registry.pid_dir)
+        exited_at = exit_notes(self.registry.pid_dir)
+        timed: dict[int, float] = {}  # failed ranks (not the harness's doing) with an exit note
         ranks: list[RankOutcome] = []
         first: RankOutcome | None = None
         first_key: tuple[bool, bool, float] = (True, True, float("inf"))
@@ -381,6 +389,12 @@ class TorchrunGroup:
                 )
                 if first is None or key < first_key:
                     first, first_key = outcome, key
+                if pid_id in exited_at and not key[1]:
+                    timed[rank] = exited_at[pid_id]
+        if first is not None and first.rank in timed:
+            # torchelastic's root cause is the earliest whole-second timestamp, a tie when
+            # two ranks fail within one poll; where both exits were noted, the notes decide.
+            first = next(r for r in ranks if r.rank == min(timed, key=timed.__getitem__))
         notes = []
         if self._attempt > 1:
             notes.append(f"note: static port was busy; launched {self._attempt} times")

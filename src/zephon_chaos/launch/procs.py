@@ -20,6 +20,31 @@ import psutil
 TAG_VAR = "ZEPHON_CHAOS_GROUP"
 PID_DIR_VAR = "ZEPHON_CHAOS_PID_DIR"
 SPAWNHOOK_DIR = str(Path(__file__).with_name("_spawnhook"))
+EXITS_SUBDIR = "exits"
+"""Where the spawn hook notes each process's moment of exit (see ``_spawnhook``)."""
+
+
+def spawn_hook_call(name: str) -> None:
+    """Call ``name`` of the spawn hook if this process loaded ours (it always has in a group:
+    the hook is first on the group's ``PYTHONPATH``); a no-op elsewhere."""
+    import sys
+
+    hook = sys.modules.get("sitecustomize")
+    fn = getattr(hook, name, None)
+    if callable(fn) and os.path.dirname(str(getattr(hook, "__file__", ""))) == SPAWNHOOK_DIR:
+        with contextlib.suppress(Exception):
+            fn()
+
+
+def exit_notes(pid_dir: Path) -> dict[ProcId, float]:
+    """When each noted process of a launch began to exit (``CLOCK_MONOTONIC``)."""
+    notes: dict[ProcId, float] = {}
+    with contextlib.suppress(OSError):
+        for note in (pid_dir / EXITS_SUBDIR).iterdir():
+            pid, _, ticks = note.name.partition("-")
+            with contextlib.suppress(ValueError, OSError):
+                notes[ProcId(int(pid), int(ticks))] = float(note.read_text())
+    return notes
 
 
 @dataclass(frozen=True, order=True)

@@ -264,22 +264,12 @@ class WarmGroup(TorchrunGroup):
         super().__init__(spec, workdir, registry=registry, on_deadline=on_deadline)
         self.server = server
 
-    def _spawn_agents(self) -> None:
-        from zephon_chaos.launch.ports import candidate_port
-
-        self._attempt += 1
-        if self.spec.path == "static":
-            self.master_port = candidate_port()
-        env = self.env()
-        self.agents, self.agent_logs = [], []
-        for node in range(self.spec.nnodes):
-            log = self.workdir / f"agent{node}-attempt{self._attempt}.log"
-            log.write_bytes(b"")
-            argv = self._agent_argv(node)[3:]  # drop `python -m torch.distributed.run`
-            agent = self.server.launch(argv, env, self.workdir, log)
-            self.registry.add(agent.pid)
-            self.agents.append(agent)  # type: ignore[arg-type]
-            self.agent_logs.append(log)
+    def _spawn_agent(  # type: ignore[override]
+        self, argv: list[str], env: dict[str, str], log: Path
+    ) -> WarmAgent:
+        """Forked by the server, running torchrun's main with the same arguments."""
+        log.write_bytes(b"")
+        return self.server.launch(argv[3:], env, self.workdir, log)  # no `python -m ...run`
 
     def _collect(self, timed_out: bool, stacks: dict[str, str]) -> GroupResult:
         result = super()._collect(timed_out, stacks)

@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from zephon_chaos.launch.procs import PID_DIR_VAR, SPAWNHOOK_DIR, start_ticks
+from zephon_chaos.launch.procs import PID_DIR_VAR, spawn_hook_call, start_ticks
 
 PR_SET_PDEATHSIG = 1
 
@@ -70,12 +70,7 @@ def _rearm_spawn_hook() -> None:
     The hook ran at fork with the server's environment; after the switch to the launch's
     environment the agent must appear (with its stack file) in the launch's own PID dir.
     """
-    hook = sys.modules.get("sitecustomize")
-    record = getattr(hook, "_record", None)
-    ours = os.path.dirname(str(getattr(hook, "__file__", ""))) == SPAWNHOOK_DIR
-    if ours and callable(record):
-        with contextlib.suppress(Exception):
-            record()
+    spawn_hook_call("_record")
 
 
 def _split_command(cmd_args: Sequence[str]) -> tuple[bool, str, list[str]]:
@@ -115,6 +110,7 @@ def worker_main(python: str, *cmd_args: str) -> None:
         if exc.code not in (None, 0):
             raise
     finally:
+        spawn_hook_call("_note_exit")  # the worker ends in os._exit: no atexit runs
         _flush()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.launch import LAUNCH_PATHS
+from zephon_chaos.launch.procs import exit_notes
 
 pytestmark = pytest.mark.cpu
 
@@ -45,6 +46,9 @@ def test_every_launch_path_runs_a_gloo_group(
     assert sorted(o.rank for o in result.ranks) == list(range(world))
     assert all(o.exitcode == 0 and o.pid for o in result.ranks)
     assert "sum=" in result.rank(world - 1).stdout.read_text()
+    # Every rank noted its moment of exit: what orders two failures within one agent poll.
+    group = torchrun_group.groups[-1]
+    assert set(group.workers().values()) <= set(exit_notes(group.registry.pid_dir))
 
 
 MISBEHAVIOURS = {

@@ -11,6 +11,7 @@ import pytest
 
 from tests.unit.launch.test_group import MISBEHAVIOURS
 from zephon_chaos.launch import LAUNCH_PATHS, GroupResult, LaunchSpec
+from zephon_chaos.launch.procs import exit_notes
 from zephon_chaos.launch.warm import (
     WARM_NOTE,
     WarmGroup,
@@ -72,6 +73,7 @@ def test_a_warm_group_runs_and_records_its_forked_workers(
         assert records[pid_id]["forked"] is True and records[pid_id]["ppid"] in agents
         assert result.rank(rank).pid == pid_id.pid and result.rank(rank).exitcode == 0
     assert "sum=" in result.rank(world - 1).stdout.read_text()
+    assert set(workers.values()) <= set(exit_notes(group.registry.pid_dir))
     assert group.registry.survivors() == []
 
 

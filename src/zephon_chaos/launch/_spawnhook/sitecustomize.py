@@ -5,6 +5,10 @@ a process tree walk at teardown misses orphans. Every Python process of a group 
 module at start-up (it is first on PYTHONPATH), writes ``<pid>-<start ticks>`` (with its rank
 variables) into ``ZEPHON_CHAOS_PID_DIR`` and hands over to any other ``sitecustomize`` on the path.
 
+At exit it notes the moment (``CLOCK_MONOTONIC``, one clock for every process of the machine)
+in ``<pid dir>/exits/<pid>-<ticks>``: when two ranks fail within one poll of their agent, the
+notes say which failed first, where torchelastic's whole-second timestamps tie.
+
 It also arms ``faulthandler`` on SIGUSR1 into ``<pid dir>/stacks/<pid>-<ticks>``: the fallback
 for stack capture where ptrace (py-spy) is not permitted. Children forked from Python (not
 exec'd) record themselves and re-arm into their own file, so every process has its own dump.
@@ -14,6 +18,7 @@ import os
 import sys
 
 STACKS_SUBDIR = "stacks"
+EXITS_SUBDIR = "exits"
 STACK_SIGNAL_VAR = "ZEPHON_CHAOS_STACK_SIGNAL"
 
 
@@ -78,13 +83,37 @@ def _arm_faulthandler(pid_dir: str, pid: int, ticks: str) -> None:
 _STACK_FILE = None
 
 
+def _note_exit() -> None:
+    """Note when this process began to exit (atexit; the warm lane and self-inflicted signals
+    call it themselves, where atexit does not run)."""
+    pid_dir = os.environ.get("ZEPHON_CHAOS_PID_DIR")
+    if not pid_dir:
+        return
+    try:
+        import time
+
+        pid = os.getpid()
+        exits = os.path.join(pid_dir, EXITS_SUBDIR)
+        os.makedirs(exits, mode=0o700, exist_ok=True)
+        path = os.path.join(exits, f"{pid}-{_ticks(pid)}")
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        os.write(fd, repr(time.monotonic()).encode())
+        os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
 def _after_fork() -> None:
     _record()
 
 
 _record()
-if os.environ.get("ZEPHON_CHAOS_PID_DIR") and hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+if os.environ.get("ZEPHON_CHAOS_PID_DIR"):
+    import atexit
+
+    atexit.register(_note_exit)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork)
 
 
 def _chain() -> None:
