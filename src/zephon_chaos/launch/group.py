@@ -337,7 +337,7 @@ class TorchrunGroup:
         timed: dict[int, float] = {}  # failed ranks (not the harness's doing) with an exit note
         ranks: list[RankOutcome] = []
         first: RankOutcome | None = None
-        first_key: tuple[bool, bool, float] = (True, True, float("inf"))
+        first_key: tuple[bool, bool, bool, float] = (True, True, True, float("inf"))
         for rank in range(self.spec.world_size):
             pid_id = workers.get(rank)
             rec = records.get(pid_id, {}) if pid_id else {}
@@ -380,16 +380,24 @@ class TorchrunGroup:
                 outcome.error = last_exception_line(outcome.tail("stderr", 200))
             ranks.append(outcome)
             if code not in (0, None):
-                # torchelastic's root cause wins, then a rank the harness did not kill, then
-                # the earliest error file.
+                # A rank its agent stopped (SIGTERM, once another rank had failed) is a
+                # consequence; then torchelastic's root cause wins, then a rank the harness
+                # did not kill, then the earliest error file.
+                torn_down = outcome.killed_by_harness and failure is None
+                stopped = (
+                    code == -signal.SIGTERM
+                    and outcome.self_signal is None
+                    and not outcome.killed_by_harness
+                )
                 key = (
+                    stopped,
                     not (failure is not None and failure.root_cause),
-                    outcome.killed_by_harness and failure is None,
+                    torn_down,
                     stamp,
                 )
                 if first is None or key < first_key:
                     first, first_key = outcome, key
-                if pid_id in exited_at and not key[1]:
+                if pid_id in exited_at and not torn_down:
                     timed[rank] = exited_at[pid_id]
         if first is not None and first.rank in timed:
             # torchelastic's root cause is the earliest whole-second timestamp, a tie when
