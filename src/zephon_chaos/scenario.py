@@ -19,6 +19,7 @@ from zephon_chaos.workload.spec import (
     AGGREGATIONS,
     FORMATS,
     MAPPINGS,
+    RETRIES,
     RUNNERS,
     CheckpointAt,
     DataSpec,
@@ -65,6 +66,9 @@ class Phase:
     """With ``expect_failure``: a fragment the first failing rank's error must contain."""
     canonical_replicas: int | None = None
     """Overrides the scenario's C for this launch (a changed C must be refused at restore)."""
+    retry: str = "none"
+    """After a failed checkpoint: raise (none), retry with every rank (lockstep), or each rank
+    alone (independent); see ``WorkloadSpec.retry``."""
 
     @property
     def restore_point(self) -> CheckpointAt | None:
@@ -110,6 +114,7 @@ class Scenario:
             _check(ph.world_size >= 1, f"{where}.world_size", "must be at least 1")
             _check(ph.steps >= 0, f"{where}.steps", "must be non-negative")
             _check(ph.launch in LAUNCH_PATHS, f"{where}.launch", f"one of {LAUNCH_PATHS}")
+            _check(ph.retry in RETRIES, f"{where}.retry", f"one of {RETRIES}")
             for j, c in enumerate(ph.checkpoints):
                 _check(
                     c.step >= 0 and c.extra >= 0 and (c.step, c.extra) <= (ph.steps, 0),
@@ -219,7 +224,12 @@ class Scenario:
         return (
             f"{self.name}: G {sizes}, C={self.pipeline.canonical_replicas} "
             f"({self.pipeline.mapping}), {self.pipeline.aggregation}, {self.persist_format}, "
-            f"runner {self.pipeline.runner}, checkpoints [{', '.join(cps)}], {faults} fault(s)"
+            f"runner {self.pipeline.runner}"
+            + (" + mtp_mode" if self.pipeline.mtp_mode else "")
+            + f", checkpoints [{', '.join(cps)}], {faults} fault(s)"
+            + "".join(
+                f", retry {r}" for r in sorted({ph.retry for ph in self.phases} - {"none"})
+            )
             + (f", plant {self.plant}" if self.plant else "")
             + (f", backend {self.backend}" if self.backend != "gloo" else "")
         )

@@ -3,8 +3,10 @@
 Trajectories of 1-5 launches over world sizes 1..max (same size again, growth, shrink, G not
 dividing C, G > C, which Zephon must refuse), checkpoints at any step (step 0 before the
 first batch, mid-window, after the data ran out), every persistence format, aggregation mode
-and runner, relaunches after a crash from the same checkpoint with the same run_id, and rank
-fault schedules.
+and runner, relaunches after a crash from the same checkpoint with the same run_id, rank
+fault schedules and (``store_faults``, torchrun tier) faults on a rank's link to the
+aggregation store at a logical point of a checkpoint round, with the retry policy the
+workload follows after a failed checkpoint.
 
 Shrinking: every choice is drawn so that its simplest value comes first (integer ranges
 start at the smallest, ``sampled_from`` lists start with the plainest option, optional parts
@@ -21,8 +23,10 @@ from typing import Any, Literal
 from hypothesis import strategies as st
 
 from zephon_chaos.lanes import lanes_of
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.workload.spec import (
+    RETRIES,
+    ROUND_PHASES,
     CheckpointAt,
     DataSpec,
     PipelineSpec,
@@ -39,6 +43,15 @@ RUN_DRY_STEPS = 10_000
 THREAD_FAULTS = ("raise",)
 PROCESS_FAULTS = ("raise", "exit", "sigkill", "sigterm")
 """Simplest first. ``sigstop`` (a hang) and ``kill_agent`` are left to targeted tests."""
+STORE_TOXICS = ("latency", "down", "reset_peer")
+"""Link faults, simplest first: a slow link, a link that is gone, a connection reset. The
+``timeout`` toxic (a link that stalls) is left out: it hangs any lockstep checkpoint to the
+launch deadline, a known Zephon defect pinned by a strict xfail in test_faults_store.py."""
+LATENCIES_MS = (10, 50, 200)
+LEADER_PHASES = ("announce", "outcome")
+FOLLOWER_PHASES = ("ack",)
+STORE_FAULT_TIMEOUT_S = 2.0
+"""``aggregate_timeout_s`` of a scenario with link faults: a failing round ends in seconds."""
 
 
 @cache
@@ -63,6 +76,8 @@ def _weighted(options: tuple[str, ...], weights: tuple[int, ...]) -> st.SearchSt
     return st.integers(0, total - 1).map(lambda k: next(o for cut, o in cuts if k < cut))
 
 
+_LINK_FAULT = _weighted(("none", "fault"), (1, 2))
+"""A link fault in a launch that can take one? Twice in three: the point of ``store_faults``."""
 _MORE = _weighted(("stop", "more"), (1, 3))
 """Another launch? Three times in four: most scenarios resume, yet shrinking stops early."""
 
@@ -101,8 +116,11 @@ def data_specs(draw: st.DrawFn) -> DataSpec:
 
 
 @cache
-def pipeline_specs(tier: Tier, max_c: int) -> st.SearchStrategy[PipelineSpec]:
-    """C, mapping, runner, ``mtp_mode`` and aggregation; worker processes only on torchrun."""
+def pipeline_specs(
+    tier: Tier, max_c: int, store_only: bool = False
+) -> st.SearchStrategy[PipelineSpec]:
+    """C, mapping, runner, ``mtp_mode`` and aggregation; worker processes only on torchrun;
+    ``store_only``: aggregation through torchrun's store (what link faults act on)."""
     runners = (
         _weighted(("inline", "threads"), (2, 1))
         if tier == "inproc"
@@ -119,7 +137,9 @@ def pipeline_specs(tier: Tier, max_c: int) -> st.SearchStrategy[PipelineSpec]:
         mapping=st.sampled_from(("contiguous", "interleaved")),
         runner=runners,
         mtp_mode=mtp,
-        aggregation=st.sampled_from(("store", "store_explicit", "dir")),
+        aggregation=st.just("store")
+        if store_only
+        else st.sampled_from(("store", "store_explicit", "dir")),
     )
 
 
@@ -158,6 +178,7 @@ def _phase(
     max_world: int,
     max_steps: int,
     faults: bool,
+    store_faults: bool = False,
 ) -> Phase:
     c, mapping = pipeline.canonical_replicas, pipeline.mapping
     # Every choice is drawn whatever the earlier ones were, so that shrinking one value
@@ -172,6 +193,7 @@ def _phase(
         step = draw(_ints(0, steps))
         extra = draw(_ints(0, max_extra))
         wanted.append(CheckpointAt(step, extra if step < steps else 0))
+    link_faults, retry = _store_faults(draw, world) if store_faults else ((), "none")
     drawn_faults: list[RankFault] = []
     if faults:
         actions = THREAD_FAULTS if tier == "inproc" else PROCESS_FAULTS
@@ -191,19 +213,57 @@ def _phase(
             expect_failure=True,
             expect_error=REFUSAL_ERROR,
         )
+    checkpoints = collective(wanted, world, c, mapping)
+    if (
+        world < 2
+        or pipeline.aggregation != "store"
+        or pipeline.runner == "process"
+        or pipeline.mtp_mode
+    ):
+        # A link fault needs store traffic to act on (one rank never contacts the store) and
+        # the round written by the rank's own process, where its interposer is (worker
+        # processes and the MTP child write their own).
+        link_faults, retry = (), "none"
+    if link_faults:
+        drawn_faults = []  # with a crash as well, neither verdict would be clear
     return Phase(
         world_size=world,
         steps=steps,
-        checkpoints=collective(wanted, world, c, mapping),
+        checkpoints=checkpoints,
         launch=launch,  # type: ignore[arg-type]
         rank_faults=tuple(drawn_faults),
+        proxy_faults=link_faults,
+        retry=retry,
     )
+
+
+def _store_faults(draw: st.DrawFn, world: int) -> tuple[tuple[ProxyFault, ...], str]:
+    """At most one fault on one rank's store link, and the retry policy of the launch.
+
+    Drawn whether or not the phase can use them, so that shrinking the phase keeps the
+    meaning of every later choice."""
+    if draw(_LINK_FAULT) == "none":
+        return (), "none"
+    toxic = draw(_one_of(STORE_TOXICS))
+    at = draw(_one_of(("start", *ROUND_PHASES)))
+    rank = draw(_ints(0, 3)) % max(1, world)
+    attributes = {"latency": draw(_one_of(LATENCIES_MS))} if toxic == "latency" else {}
+    if toxic == "reset_peer":
+        attributes = {"timeout": 0}
+        at = at if at != "start" else ROUND_PHASES[0]  # a reset at start resets nothing
+    if at in LEADER_PHASES:
+        rank = 0  # only the leader (global rank 0) announces a round and publishes its outcome
+    elif at in FOLLOWER_PHASES:
+        rank = 1 + rank % max(1, world - 1)  # only followers acknowledge
+    retry = draw(_one_of(RETRIES))
+    return (ProxyFault(rank=rank, toxic=toxic, attributes=attributes, at=at),), retry
 
 
 def _settle(phases: list[Phase], finite: bool) -> tuple[Phase, ...]:
     """What depends on a phase's place: a launch followed by another checkpoints (at its end
     if it drew no checkpoint); over finite data the last one runs dry and none has faults (a
-    rank whose data ran out never reaches its fault)."""
+    rank whose data ran out never reaches its fault); a restored launch that checkpoints
+    before its first batch has no link faults."""
     out = []
     for i, ph in enumerate(phases):
         if ph.expect_failure:
@@ -214,6 +274,10 @@ def _settle(phases: list[Phase], finite: bool) -> tuple[Phase, ...]:
             ph = replace(ph, rank_faults=())
         if not last and not ph.checkpoints and not ph.rank_faults:
             ph = replace(ph, checkpoints=(CheckpointAt(ph.steps),))
+        if not ph.checkpoints or (i > 0 and CheckpointAt(0) in ph.checkpoints):
+            # A link fault is timed by a round: none without a checkpoint, and none when a
+            # restored launch checkpoints before its first batch (a known Zephon defect).
+            ph = replace(ph, proxy_faults=(), retry="none")
         if last and finite:
             ph = replace(ph, steps=RUN_DRY_STEPS)
         out.append(ph)
@@ -230,15 +294,20 @@ def scenarios(
     max_steps: int = 4,
     faults: bool = True,
     plant: str | None = None,
+    store_faults: bool = False,
 ) -> Scenario:
-    """A valid scenario for ``tier``; ``plant`` makes every one carry that deliberate defect."""
+    """A valid scenario for ``tier``; ``plant`` makes every one carry that deliberate defect;
+    ``store_faults`` (torchrun only) adds faults on the ranks' links to the store."""
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
+    if store_faults and tier != "torchrun":
+        raise ValueError("store_faults need the torchrun tier: the fault proxy sits between "
+                         "processes and the store")
     if max_world < 1 or not 1 <= max_phases <= 5:
         raise ValueError("max_world must be at least 1 and max_phases within 1..5")
     # Launches come last: shrinking their count then cuts the tail of the choices and leaves
     # the meaning of everything drawn before unchanged.
-    pipeline = draw(pipeline_specs(tier, max_c=2 * max_world))
+    pipeline = draw(pipeline_specs(tier, max_c=2 * max_world, store_only=store_faults))
     data = _data(draw)
     persist_format = draw(_one_of(("pickle", "json", "torch")))
     run_id_policy = draw(_one_of(("fixed", "per_launch")))
@@ -255,10 +324,13 @@ def scenarios(
                 max_world=max_world,
                 max_steps=max_steps,
                 faults=faults,
+                store_faults=store_faults,
             )
         )
         if len(drawn) >= max_phases or draw(_MORE) == "stop":
             break
+    if any(ph.proxy_faults for ph in drawn):
+        pipeline = replace(pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
     return Scenario(
         data=data,
         pipeline=pipeline,

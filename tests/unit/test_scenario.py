@@ -43,11 +43,12 @@ def test_json_round_trip_is_lossless() -> None:
 
 
 def test_a_file_written_before_the_newer_fields_still_loads(tmp_path: Path) -> None:
-    """Version-1 files without expect_error, per-phase C, or backend keep loading."""
+    """Version-1 files without expect_error, per-phase C, retry or backend keep loading."""
     raw = json.loads(two_phases().to_json())
     for phase in raw["phases"]:
         phase.pop("expect_error", None)
         phase.pop("canonical_replicas", None)
+        phase.pop("retry", None)
     raw.pop("backend", None)
     path = tmp_path / "old.json"
     path.write_text(json.dumps(raw))
@@ -75,6 +76,7 @@ def test_a_file_written_before_the_newer_fields_still_loads(tmp_path: Path) -> N
         (lambda raw: raw["pipeline"].update(runner="gpu"), "pipeline.runner"),
         (lambda raw: raw.update(persist_format="yaml"), "persist_format"),
         (lambda raw: raw["phases"][0].update(checkpoints=[]), "phases[0].checkpoints"),
+        (lambda raw: raw["phases"][0].update(retry="sometimes"), "phases[0].retry"),
     ],
     ids=[
         "newer-version",
@@ -87,6 +89,7 @@ def test_a_file_written_before_the_newer_fields_still_loads(tmp_path: Path) -> N
         "unknown-runner",
         "unknown-format",
         "nothing-to-restore",
+        "unknown-retry",
     ],
 )
 def test_a_bad_file_names_the_field(tmp_path: Path, mutate, field: str) -> None:

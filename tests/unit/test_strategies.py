@@ -9,8 +9,16 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from zephon_chaos.inproc import inproc_refusal
-from zephon_chaos.scenario import Scenario
-from zephon_chaos.strategies import REFUSAL_ERROR, RUN_DRY_STEPS, lanes_per_rank, scenarios
+from zephon_chaos.scenario import ProxyFault, Scenario
+from zephon_chaos.strategies import (
+    REFUSAL_ERROR,
+    RUN_DRY_STEPS,
+    STORE_FAULT_TIMEOUT_S,
+    STORE_TOXICS,
+    lanes_per_rank,
+    scenarios,
+)
+from zephon_chaos.workload.spec import RETRIES, CheckpointAt
 
 SHRINK = settings(
     database=None, max_examples=3000, suppress_health_check=list(HealthCheck), deadline=None
@@ -20,7 +28,11 @@ REACH = settings(SHRINK, phases=[Phase.generate])
 
 
 @settings(max_examples=150, deadline=None, database=None)
-@given(st.sampled_from(("inproc", "torchrun")).flatmap(lambda t: scenarios(tier=t)))
+@given(
+    st.sampled_from(("inproc", "torchrun", "torchrun+store-faults")).flatmap(
+        lambda t: scenarios(tier=t.split("+")[0], store_faults=t.endswith("faults"))  # type: ignore[arg-type]
+    )
+)
 def test_every_generated_scenario_is_valid_and_round_trips(scenario: Scenario) -> None:
     assert Scenario.from_json(scenario.to_json()) == scenario
     for i, ph in enumerate(scenario.phases):
@@ -111,6 +123,57 @@ def test_the_inproc_strategy_reaches(feature: str) -> None:
 )
 def test_the_torchrun_strategy_reaches_what_only_processes_have(feature) -> None:
     find(scenarios(tier="torchrun"), feature, settings=REACH)
+
+
+def _link_faults(s: Scenario) -> list[tuple[int, ProxyFault, str]]:
+    return [(i, f, ph.retry) for i, ph in enumerate(s.phases) for f in ph.proxy_faults]
+
+
+STORE_FAULTS = scenarios(tier="torchrun", store_faults=True)
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        *[lambda s, t=t: any(f.toxic == t for _, f, _ in _link_faults(s)) for t in STORE_TOXICS],
+        *[lambda s, r=r: any(x == r for _, _, x in _link_faults(s)) for r in RETRIES[1:]],
+        lambda s: any(f.at == "start" for _, f, _ in _link_faults(s)),
+        lambda s: any(f.at == "outcome" for _, f, _ in _link_faults(s)),
+        lambda s: any(f.at == "ack" for _, f, _ in _link_faults(s)),
+    ],
+    ids=[*STORE_TOXICS, *RETRIES[1:], "at-start", "at-outcome", "at-ack"],
+)
+def test_the_store_fault_strategy_reaches(feature) -> None:
+    find(STORE_FAULTS, feature, settings=REACH)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(STORE_FAULTS)
+def test_a_link_fault_can_act_where_it_is_placed(scenario: Scenario) -> None:
+    """Each fault sits on a rank that writes its point of the round, in a launch that has a
+    round and store traffic; a scenario with link faults fails its rounds in seconds."""
+    faults = _link_faults(scenario)
+    for i, fault, _ in faults:
+        ph = scenario.phases[i]
+        assert ph.world_size >= 2 and ph.checkpoints and not ph.rank_faults
+        assert not (i > 0 and CheckpointAt(0) in ph.checkpoints)
+        point = fault.at.partition("#")[0]
+        if point in ("announce", "outcome"):
+            assert fault.rank == 0
+        elif point == "ack":
+            assert 1 <= fault.rank < ph.world_size
+        else:
+            assert 0 <= fault.rank < ph.world_size
+    assert all(ph.retry == "none" for ph in scenario.phases if not ph.proxy_faults)
+    if faults:
+        assert scenario.pipeline.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
+        p = scenario.pipeline
+        assert p.aggregation == "store" and p.runner != "process" and not p.mtp_mode
+
+
+def test_store_faults_need_the_torchrun_tier() -> None:
+    with pytest.raises(ValueError, match="store_faults need the torchrun tier"):
+        find(scenarios(tier="inproc", store_faults=True), lambda s: True, settings=REACH)
 
 
 def test_the_simplest_scenario_is_one_rank_one_lane_one_launch() -> None:

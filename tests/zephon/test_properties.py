@@ -29,7 +29,9 @@ from zephon_chaos.strategies import scenarios
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 TORCHRUN_EXAMPLES = 6
-"""A torchrun scenario costs 10-30 s here: the torchrun property caps its example count."""
+"""A torchrun scenario costs 10-30 s here via the CLI path (2-6 s via the warm lane): the
+torchrun properties cap their example counts."""
+STORE_FAULT_EXAMPLES = 4
 
 
 @pytest.fixture
@@ -58,12 +60,24 @@ def test_generated_scenarios_resume_correctly_in_process(
 
 
 @pytest.mark.cpu
-@pytest.mark.slow
-def test_generated_scenarios_resume_correctly_on_torchrun(resume_check, findings_dir: Path) -> None:
+@pytest.mark.parametrize(
+    ("store_faults", "examples"),
+    [
+        pytest.param(False, TORCHRUN_EXAMPLES, marks=pytest.mark.slow, id="processes"),
+        pytest.param(True, STORE_FAULT_EXAMPLES, marks=pytest.mark.chaos, id="store-faults"),
+    ],
+)
+def test_generated_scenarios_resume_correctly_on_torchrun(
+    resume_check, findings_dir: Path, store_faults: bool, examples: int
+) -> None:
+    """``store-faults``: every scenario aggregates through torchrun's store, and a launch may
+    carry a fault on one rank's link (latency, a cut, a reset, timed by a point of a round)
+    with a retry policy; the fault oracle judges the faulted round, the global-batch oracle
+    the resume from whatever checkpoint survived."""
     prop = ScenarioProperty(resume_check.runner, "torchrun", findings_dir)
 
-    @settings(max_examples=min(settings().max_examples, TORCHRUN_EXAMPLES))
-    @given(scenarios(tier="torchrun", max_world=3, max_phases=3))
+    @settings(max_examples=min(settings().max_examples, examples))
+    @given(scenarios(tier="torchrun", max_world=3, max_phases=3, store_faults=store_faults))
     def check(scenario: Scenario) -> None:
         prop.check(scenario)
 

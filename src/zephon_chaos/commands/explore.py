@@ -49,6 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_launch_options(parser, default_launch="warm")
     parser.add_argument(
+        "--store-faults",
+        action="store_true",
+        help="torchrun tier: also generate faults on a rank's link to the store (latency, "
+        "a cut, a reset) at a point of a checkpoint round, with the retry policy after a "
+        "failed checkpoint (none, lockstep, independent)",
+    )
+    parser.add_argument(
         "--plant",
         default=None,
         metavar="NAME",
@@ -78,6 +85,11 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     if args.launch not in LAUNCHES:
         raise UsageError(f"--launch {args.launch!r}: choose one of {', '.join(LAUNCHES)}")
+    if args.store_faults and args.tier == "inproc":
+        raise UsageError(
+            "--store-faults needs --tier torchrun or both: the fault proxy sits between rank "
+            "processes and torchrun's store"
+        )
     if args.plant is not None and args.plant not in PLANTS:
         raise UsageError(f"--plant {args.plant!r}: choose one of {', '.join(PLANTS)}")
     report = Path(args.report)
@@ -97,6 +109,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         plant=args.plant,
         deadline_s=args.deadline,
         launch=args.launch,
+        store_faults=args.store_faults,
         stream=sys.stderr,
     )
 

@@ -68,6 +68,9 @@ def features(scenario: Scenario, outcome: ScenarioOutcome | None) -> list[str]:
                 out.append("checkpoint: on a step boundary")
         for f in ph.rank_faults:
             out.append(f"fault: rank {f.action}")
+        for pf in ph.proxy_faults:
+            out.append(f"fault: store link {pf.toxic} at {pf.at.partition('#')[0]}")
+            out.append(f"retry after a failed checkpoint: {ph.retry}")
         if ph.rank_faults and i < len(scenario.phases) - 1:
             out.append("crash, then a relaunch")
             if scenario.restore_index(i) is None and i > 0:
@@ -83,6 +86,9 @@ def features(scenario: Scenario, outcome: ScenarioOutcome | None) -> list[str]:
                 + (", mid-window" if r.mid_window else ", window boundary")
             )
         for run in outcome.phases:
+            fault = getattr(run, "fault", None)
+            if fault is not None and fault.verdict is not None:
+                out.append(f"store fault outcome: {fault.verdict.outcome}")
             for rec in run.records:
                 dry = rec.exhausted_after
                 if dry is not None:

@@ -78,6 +78,8 @@ class ExploreConfig:
     deadline_s: float = 120.0
     launch: str = "warm"
     """How the torchrun tier starts groups: ``warm`` (forked, fast) or ``cli``."""
+    store_faults: bool = False
+    """Torchrun tier: faults on the ranks' links to the store, with retry policies."""
     confirm_runs: int = CONFIRM_RUNS
     stream: TextIO | None = None
     progress_interval_s: float = 15.0
@@ -219,6 +221,7 @@ class Explorer:
             max_world=cfg.max_world,
             max_phases=cfg.max_phases,
             plant=cfg.plant,
+            store_faults=cfg.store_faults and tier == "torchrun",
         )
         began = time.monotonic()
         round_no = 0
