@@ -259,6 +259,13 @@ def _store_faults(draw: st.DrawFn, world: int) -> tuple[tuple[ProxyFault, ...], 
     return (ProxyFault(rank=rank, toxic=toxic, attributes=attributes, at=at),), retry
 
 
+def settled(scenario: Scenario) -> Scenario:
+    """``scenario`` with the rules that depend on a launch's place applied again (see
+    ``_settle``): for scenarios edited after generation, such as the explorer's polishing."""
+    finite = any(src.exhausted == "stop" for src in scenario.data.sources)
+    return scenario.with_(phases=_settle(list(scenario.phases), finite))
+
+
 def _settle(phases: list[Phase], finite: bool) -> tuple[Phase, ...]:
     """What depends on a phase's place: a launch followed by another checkpoints (at its end
     if it drew no checkpoint); over finite data the last one runs dry and none has faults (a

@@ -312,3 +312,31 @@ def test_ctrl_c_stops_cleanly_and_writes_the_report_so_far(tmp_path: Path) -> No
     assert "interrupted" in (report / "summary.md").read_text()
     assert not list(tmp.glob("zc-explore-*")), "the working folder was left behind"
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_polishing_stays_in_the_space_the_strategies_generate() -> None:
+    """Dropping the dry last launch over finite data must not leave a launch that stops
+    before the data runs out: the oracle expects lanes in lockstep there, which uneven
+    finite lanes do not keep (a false 'duplicated' finding was seen that way)."""
+    from zephon_chaos.explore.polish import polish
+    from zephon_chaos.strategies import RUN_DRY_STEPS
+    from zephon_chaos.workload.spec import DataSpec, SourceSpec
+
+    finite = Scenario(
+        data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(Phase(1, 1, (CheckpointAt(0),)), Phase(1, RUN_DRY_STEPS)),
+        name="finite",
+    ).validate()
+    judged: list[Scenario] = []
+
+    def judge(s: Scenario) -> str | None:
+        """Fails as long as a launch checkpoints: polishing must then drop the last launch."""
+        judged.append(s)
+        return "some.signature" if any(ph.checkpoints for ph in s.phases) else None
+
+    best = polish(finite, "some.signature", judge, time.monotonic() + 30)
+    assert judged, "polishing tried nothing"
+    assert all(s.phases[-1].steps == RUN_DRY_STEPS for s in judged)
+    assert len(best.phases) == 1 and best.phases[0].steps == RUN_DRY_STEPS
+    assert best.phases[0].checkpoints

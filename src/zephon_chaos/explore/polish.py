@@ -5,7 +5,9 @@ Hypothesis shrinks choice sequences; some simplifications need two choices to mo
 short. This pass tries scenario-level simplifications (drop a launch, a checkpoint or a
 fault; move a rank from one launch to another; lower C, steps, world sizes; plainer data
 and pipeline settings) and keeps each one that still fails with the same signature and is
-smaller by :func:`size_key`, until none helps or the time is up.
+smaller by :func:`size_key`, until none helps or the time is up. Each candidate gets the
+strategies' place-dependent rules again (``strategies.settled``), so polishing never leaves
+the space the strategies generate (a last launch over finite data runs dry, say).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import replace
 
 from zephon_chaos.explore.findings import size_key
 from zephon_chaos.scenario import Phase, Scenario, ScenarioError
+from zephon_chaos.strategies import settled
 from zephon_chaos.workload.spec import DataSpec, PipelineSpec
 
 Judge = Callable[[Scenario], str | None]
@@ -102,6 +105,9 @@ def polish(scenario: Scenario, sig: str, judge: Judge, deadline: float) -> Scena
         for cand in candidates(best):
             if time.monotonic() >= deadline:
                 break
+            # Keep what the strategies guarantee by a launch's place: dropping the last launch
+            # must not leave a launch over finite data that stops before the data runs out.
+            cand = settled(cand)
             if size_key(cand) >= size_key(best):
                 continue
             try:
