@@ -46,6 +46,7 @@ GRACE_S = 5.0
 POLISH_S = 120.0
 """At most this long for the domain-aware pass after Hypothesis's shrinking, per finding."""
 SHRINK_S = 60.0
+KNOWN_SHRINK_SHARE = 0.25
 """At most this long for Hypothesis's shrinking of one finding; polishing takes over then."""
 BOTH_INPROC_SHARE = 0.6
 """With ``--tier both``: the in-process search's share of the search time."""
@@ -259,11 +260,12 @@ class Explorer:
         @seed(self.config.seed * 1_000_003 + round_no * 7 + (0 if tier == "inproc" else 1))
         @given(strategy)
         def prop(scenario: Scenario) -> None:
+            if raised and all(self._shrunk_enough(s) for s in raised):
+                return  # every failure shrunk long enough: end the shrinking without a run
             sig = self._check(tier, runner, scenario, deadline, stats)
             if sig is None or sig in self.settled:
                 return
-            finding = self.findings[sig]
-            if sig in raised and self._elapsed() - finding.first_seen_s > self.config.shrink_s:
+            if sig in raised and self._shrunk_enough(sig):
                 return  # shrunk long enough: a pass ends Hypothesis's shrinking of it
             raised.add(sig)
             raise violation_type(sig)(sig)
@@ -284,6 +286,13 @@ class Explorer:
                 )
                 self.progress.phase = "searching"
             finding.shrunk_s = time.monotonic() - self._started
+
+    def _shrunk_enough(self, sig: str) -> bool:
+        """Past its shrinking time: ``shrink_s``, a quarter of it for a known defect (its
+        minimal scenario is pinned by a strict xfail already)."""
+        finding = self.findings[sig]
+        budget = self.config.shrink_s * (KNOWN_SHRINK_SHARE if finding.known else 1.0)
+        return self._elapsed() - finding.first_seen_s > budget
 
     def _check(
         self,
