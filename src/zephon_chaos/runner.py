@@ -112,7 +112,7 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
         out_dir=str(out_dir),
         data_dir=str(data_dir),
         faults=phase.rank_faults,
-        retry=phase.retry,  # type: ignore[arg-type]
+        retry=phase.retry,
         plant=scenario.plant,
         backend=scenario.backend,  # type: ignore[arg-type]
     )

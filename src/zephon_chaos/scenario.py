@@ -25,6 +25,7 @@ from zephon_chaos.workload.spec import (
     DataSpec,
     PipelineSpec,
     RankFault,
+    Retry,
     SpecError,
     from_dict,
 )
@@ -66,7 +67,7 @@ class Phase:
     """With ``expect_failure``: a fragment the first failing rank's error must contain."""
     canonical_replicas: int | None = None
     """Overrides the scenario's C for this launch (a changed C must be refused at restore)."""
-    retry: str = "none"
+    retry: Retry = "none"
     """After a failed checkpoint: raise (none), retry with every rank (lockstep), or each rank
     alone (independent); see ``WorkloadSpec.retry``."""
 

@@ -31,6 +31,7 @@ from zephon_chaos.workload.spec import (
     DataSpec,
     PipelineSpec,
     RankFault,
+    Retry,
     SourceSpec,
 )
 
@@ -237,7 +238,7 @@ def _phase(
     )
 
 
-def _store_faults(draw: st.DrawFn, world: int) -> tuple[tuple[ProxyFault, ...], str]:
+def _store_faults(draw: st.DrawFn, world: int) -> tuple[tuple[ProxyFault, ...], Retry]:
     """At most one fault on one rank's store link, and the retry policy of the launch.
 
     Drawn whether or not the phase can use them, so that shrinking the phase keeps the
@@ -318,7 +319,6 @@ def scenarios(
     data = _data(draw)
     persist_format = draw(_one_of(("pickle", "json", "torch")))
     run_id_policy = draw(_one_of(("fixed", "per_launch")))
-    finite = any(s.exhausted == "stop" for s in data.sources)
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.
     drawn: list[Phase] = []
@@ -336,14 +336,19 @@ def scenarios(
         )
         if len(drawn) >= max_phases or draw(_MORE) == "stop":
             break
-    if any(ph.proxy_faults for ph in drawn):
-        pipeline = replace(pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
-    return Scenario(
-        data=data,
-        pipeline=pipeline,
-        phases=_settle(drawn, finite),
-        persist_format=persist_format,
-        run_id_policy=run_id_policy,  # type: ignore[arg-type]
-        plant=plant,
-        name="generated",
-    ).validate()
+    scenario = settled(
+        Scenario(
+            data=data,
+            pipeline=pipeline,
+            phases=tuple(drawn),
+            persist_format=persist_format,
+            run_id_policy=run_id_policy,  # type: ignore[arg-type]
+            plant=plant,
+            name="generated",
+        )
+    )
+    if any(ph.proxy_faults for ph in scenario.phases):  # those settling left in place
+        scenario = scenario.with_(
+            pipeline=replace(pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
+        )
+    return scenario.validate()

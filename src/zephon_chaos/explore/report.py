@@ -86,9 +86,8 @@ def features(scenario: Scenario, outcome: ScenarioOutcome | None) -> list[str]:
                 + (", mid-window" if r.mid_window else ", window boundary")
             )
         for run in outcome.phases:
-            fault = getattr(run, "fault", None)
-            if fault is not None and fault.verdict is not None:
-                out.append(f"store fault outcome: {fault.verdict.outcome}")
+            if run.fault is not None and run.fault.verdict is not None:
+                out.append(f"store fault outcome: {run.fault.verdict.outcome}")
             for rec in run.records:
                 dry = rec.exhausted_after
                 if dry is not None:

@@ -46,8 +46,9 @@ GRACE_S = 5.0
 POLISH_S = 120.0
 """At most this long for the domain-aware pass after Hypothesis's shrinking, per finding."""
 SHRINK_S = 60.0
-KNOWN_SHRINK_SHARE = 0.25
 """At most this long for Hypothesis's shrinking of one finding; polishing takes over then."""
+KNOWN_SHRINK_SHARE = 0.25
+"""A known defect's share of ``SHRINK_S``: its minimal scenario is pinned by a strict xfail."""
 BOTH_INPROC_SHARE = 0.6
 """With ``--tier both``: the in-process search's share of the search time."""
 
@@ -290,8 +291,7 @@ class Explorer:
             finding.shrunk_s = time.monotonic() - self._started
 
     def _shrunk_enough(self, sig: str) -> bool:
-        """Past its shrinking time: ``shrink_s``, a quarter of it for a known defect (its
-        minimal scenario is pinned by a strict xfail already)."""
+        """Past its shrinking time: ``shrink_s``, less for a known defect."""
         finding = self.findings[sig]
         budget = self.config.shrink_s * (KNOWN_SHRINK_SHARE if finding.known else 1.0)
         return self._elapsed() - finding.first_seen_s > budget

@@ -366,7 +366,7 @@ class TorchrunGroup:
                 stdout=rank_dir / "stdout.log" if rank_dir else None,
                 stderr=rank_dir / "stderr.log" if rank_dir else None,
                 killed_by_harness=bool(pid_id and pid_id.pid in self.registry.killed_by_us),
-                self_signal=fired.get((pid_id.pid, pid_id.ticks)) if pid_id else None,
+                self_signal=fired.get(pid_id) if pid_id else None,
             )
             stamp = float("inf")
             error_file = failure.error_file if failure else None

@@ -36,14 +36,24 @@ def spawn_hook_call(name: str) -> None:
             fn()
 
 
+def read_notes(pid_dir: Path, subdir: str) -> dict[ProcId, str]:
+    """The notes processes of a launch leave about themselves: files named
+    ``<pid>-<start ticks>`` under ``pid_dir/subdir``, with their text."""
+    notes: dict[ProcId, str] = {}
+    with contextlib.suppress(OSError):
+        for note in (pid_dir / subdir).iterdir():
+            pid, _, ticks = note.name.partition("-")
+            with contextlib.suppress(ValueError, OSError):
+                notes[ProcId(int(pid), int(ticks))] = note.read_text().strip()
+    return notes
+
+
 def exit_notes(pid_dir: Path) -> dict[ProcId, float]:
     """When each noted process of a launch began to exit (``CLOCK_MONOTONIC``)."""
     notes: dict[ProcId, float] = {}
-    with contextlib.suppress(OSError):
-        for note in (pid_dir / EXITS_SUBDIR).iterdir():
-            pid, _, ticks = note.name.partition("-")
-            with contextlib.suppress(ValueError, OSError):
-                notes[ProcId(int(pid), int(ticks))] = float(note.read_text())
+    for proc, text in read_notes(pid_dir, EXITS_SUBDIR).items():
+        with contextlib.suppress(ValueError):
+            notes[proc] = float(text)
     return notes
 
 

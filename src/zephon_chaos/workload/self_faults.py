@@ -10,6 +10,10 @@ import contextlib
 import os
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zephon_chaos.launch.procs import ProcId
 
 NOTES_SUBDIR = "self-signals"
 
@@ -48,12 +52,8 @@ def _leave_note(action: str) -> None:
         (notes / f"{pid}-{start_ticks(pid) or 0}").write_text(action)
 
 
-def self_signals(pid_dir: Path) -> dict[tuple[int, int], str]:
-    """``{(pid, start ticks): action}`` for every rank of a launch that fired on itself."""
-    found: dict[tuple[int, int], str] = {}
-    with contextlib.suppress(OSError):
-        for note in Path(pid_dir, NOTES_SUBDIR).iterdir():
-            pid, _, ticks = note.name.partition("-")
-            with contextlib.suppress(ValueError, OSError):
-                found[(int(pid), int(ticks))] = note.read_text().strip()
-    return found
+def self_signals(pid_dir: Path) -> dict[ProcId, str]:
+    """The action of every rank of a launch that fired on itself."""
+    from zephon_chaos.launch.procs import read_notes
+
+    return read_notes(Path(pid_dir), NOTES_SUBDIR)
