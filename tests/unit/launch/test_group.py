@@ -71,6 +71,9 @@ def test_a_failing_rank_is_reported_in_words(torchrun_group, allreduce_script: P
     assert result.rank(1).status.startswith(statuses)
     assert evidence in result.report()
     assert result.duration_s < 60
+    if how != "sigkill":  # exit3 ends in os._exit, which skips atexit: it is noted too
+        group = torchrun_group.groups[-1]
+        assert group.workers()[1] in exit_notes(group.registry.pid_dir)
 
 
 def test_a_hanging_rank_is_killed_at_the_deadline(torchrun_group, allreduce_script: Path):

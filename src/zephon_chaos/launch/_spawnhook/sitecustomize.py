@@ -84,8 +84,8 @@ _STACK_FILE = None
 
 
 def _note_exit() -> None:
-    """Note when this process began to exit (atexit; the warm lane and self-inflicted signals
-    call it themselves, where atexit does not run)."""
+    """Note when this process began to exit: at exit, in ``os._exit`` (which skips atexit),
+    and where the warm lane and self-inflicted signals call it. The first note stands."""
     pid_dir = os.environ.get("ZEPHON_CHAOS_PID_DIR")
     if not pid_dir:
         return
@@ -96,11 +96,19 @@ def _note_exit() -> None:
         exits = os.path.join(pid_dir, EXITS_SUBDIR)
         os.makedirs(exits, mode=0o700, exist_ok=True)
         path = os.path.join(exits, f"{pid}-{_ticks(pid)}")
-        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.write(fd, repr(time.monotonic()).encode())
         os.close(fd)
     except (OSError, ValueError):
         pass
+
+
+_REAL_EXIT = os._exit
+
+
+def _exit_noted(status: int) -> None:
+    _note_exit()
+    _REAL_EXIT(status)
 
 
 def _after_fork() -> None:
@@ -112,6 +120,7 @@ if os.environ.get("ZEPHON_CHAOS_PID_DIR"):
     import atexit
 
     atexit.register(_note_exit)
+    os._exit = _exit_noted
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork)
 
