@@ -68,6 +68,27 @@ def read_error_file(path: Path) -> tuple[str, str, float | None]:
     )
 
 
+_UNPARSED = re.compile(r"Failed to parse reply file: (?P<path>\S+)")
+
+
+def agent_crash_note(agent_log: str) -> str | None:
+    """A note when torchelastic's agent crashed reading a worker's half-written error file.
+
+    The agent SIGTERMs the other workers as soon as one fails; a worker caught while torch's
+    ``@record`` writes its error file leaves it empty or cut, and ``ProcessFailure`` re-raises
+    the ``JSONDecodeError``: the agent dies and no worker's exit status is reported.
+    """
+    m = _UNPARSED.search(agent_log)
+    if m is None or "JSONDecodeError" not in agent_log[m.end() :]:
+        return None
+    return (
+        f"note: torchelastic's agent crashed reading {m['path']}, an error file that its "
+        "worker was still writing when the agent stopped it (a race in torch's @record: "
+        "zephon_chaos.workload.error_file.record writes it atomically); the workers' exit "
+        "statuses are lost"
+    )
+
+
 _EXC_LINE = re.compile(
     r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$"
 )

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zephon_chaos.launch.elastic_errors import (
+    agent_crash_note,
     last_exception_line,
     parse_summary,
     read_error_file,
 )
+from zephon_chaos.launch.exitcodes import describe
 from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
 from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId, exit_notes
 from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
@@ -327,9 +329,16 @@ class TorchrunGroup:
 
     def _collect(self, timed_out: bool, stacks: dict[str, str]) -> GroupResult:
         failures = {}
-        for log in self.agent_logs:
-            for f in parse_summary(read_tail(log, 400)):
+        silent: dict[int, str] = {}  # node -> why its agent's word on its ranks is missing
+        for node, log in enumerate(self.agent_logs):
+            tail = read_tail(log, 400)
+            summary = parse_summary(tail)
+            for f in summary:
                 failures[f.rank] = f
+            code_of_agent = self.agents[node].returncode if node < len(self.agents) else None
+            if not summary and code_of_agent not in (0, None):
+                silent[node] = f"its agent ended ({describe(code_of_agent)}) without reporting it"
+        notes = [agent_crash_note(read_tail(log, 400)) for log in self.agent_logs]
         workers = self.workers()
         records = self.worker_records()
         fired = self_signals(self.registry.pid_dir)
@@ -355,6 +364,8 @@ class TorchrunGroup:
             elif pid_id.pid in self.registry.killed_by_us:
                 # An orphan of a dead agent, killed in teardown: no agent saw it end.
                 code = -self.registry.killed_by_us[pid_id.pid]
+            elif node in silent:
+                code = None  # its agent failed and said nothing of it: not a success
             else:
                 code = 0
             outcome = RankOutcome(
@@ -367,6 +378,7 @@ class TorchrunGroup:
                 stderr=rank_dir / "stderr.log" if rank_dir else None,
                 killed_by_harness=bool(pid_id and pid_id.pid in self.registry.killed_by_us),
                 self_signal=fired.get(pid_id) if pid_id else None,
+                unknown_because=silent.get(node) if code is None and pid_id else None,
             )
             stamp = float("inf")
             error_file = failure.error_file if failure else None
@@ -403,7 +415,7 @@ class TorchrunGroup:
             # torchelastic's root cause is the earliest whole-second timestamp, a tie when
             # two ranks fail within one poll; where both exits were noted, the notes decide.
             first = next(r for r in ranks if r.rank == min(timed, key=timed.__getitem__))
-        notes = []
+        notes = [note for note in notes if note]
         if self._attempt > 1:
             notes.append(f"note: static port was busy; launched {self._attempt} times")
         return GroupResult(

@@ -23,6 +23,8 @@ class RankOutcome:
     killed_by_harness: bool = False
     self_signal: str | None = None
     """The scheduled fault this rank fired on itself (``workload.self_faults``), if any."""
+    unknown_because: str | None = None
+    """Why no exit status is known for a rank that did start (its agent died silent)."""
     kernel_note: str | None = field(default=None, repr=False, compare=False)
     """The kernel log's word on an unexplained SIGKILL, read once (see ``report.kernel``)."""
 
@@ -38,6 +40,8 @@ class RankOutcome:
     def status(self) -> str:
         """The exit status in words; a SIGKILL the harness did not send comes with the
         kernel's evidence for (or against) an OOM kill."""
+        if self.exitcode is None and self.unknown_because is not None:
+            return f"exit status unknown ({self.unknown_because})"
         text = describe(self.exitcode)
         if self.self_signal == "kill_agent":
             text += " (it killed its own agent: a scheduled fault)"

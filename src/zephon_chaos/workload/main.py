@@ -431,7 +431,7 @@ def _write_checkpoint(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from torch.distributed.elastic.multiprocessing.errors import record
+    from zephon_chaos.workload.error_file import record
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

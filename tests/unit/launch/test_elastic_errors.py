@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from zephon_chaos.launch.elastic_errors import last_exception_line, parse_summary
+from zephon_chaos.launch.elastic_errors import (
+    agent_crash_note,
+    last_exception_line,
+    parse_summary,
+)
 from zephon_chaos.launch.exitcodes import describe
+from zephon_chaos.launch.result import RankOutcome
 
 SUMMARY = """
 t.py FAILED
@@ -58,3 +63,37 @@ def test_last_exception_line_of_a_rank_log() -> None:
     log += "[rank1]: ValueError: bad C\n"
     assert last_exception_line(log) == "ValueError: bad C"
     assert last_exception_line("all fine") is None
+
+
+AGENT_CRASH = """
+[E1129 22:16:51.004 agent] Failed to parse reply file: /tmp/t/attempt_0/0/error.json
+Traceback (most recent call last):
+  File "torch/distributed/elastic/multiprocessing/errors/__init__.py", line 123, in __post_init__
+    self.error_file_data = json.load(fp)
+json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)
+"""
+
+
+@pytest.mark.parametrize(
+    ("log", "named"),
+    [
+        (AGENT_CRASH, "/tmp/t/attempt_0/0/error.json"),
+        (SUMMARY, None),
+        (AGENT_CRASH.replace("json.decoder.JSONDecodeError", "OSError"), None),
+    ],
+    ids=["torn error file", "ordinary failure", "other parse error"],
+)
+def test_an_agent_crash_on_a_torn_error_file_is_named(log: str, named: str | None) -> None:
+    note = agent_crash_note(log)
+    if named is None:
+        assert note is None
+    else:
+        assert note is not None and named in note and "exit statuses are lost" in note
+
+
+def test_a_rank_its_silent_agent_never_reported_is_no_success() -> None:
+    outcome = RankOutcome(
+        rank=0, local_rank=0, node=0, pid=12, exitcode=None,
+        unknown_because="its agent ended (exited 1) without reporting it",
+    )
+    assert outcome.status == "exit status unknown (its agent ended (exited 1) without reporting it)"

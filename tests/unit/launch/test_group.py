@@ -52,28 +52,58 @@ def test_every_launch_path_runs_a_gloo_group(
 
 
 MISBEHAVIOURS = {
-    # how: (statuses the misbehaving rank may end with, text expected in the report).
+    # how: (statuses the misbehaving rank may end with, text expected in the report, what the
+    # other rank does meanwhile).
     # An exception can end in SIGABRT: gloo aborts in its destructor with a peer still waiting.
-    "exit3": (("exited 3",), "rank 1 exits 3 on purpose"),
-    "raise": (("exited 1", "killed by SIGABRT"), "RuntimeError: rank 1 fails on purpose"),
-    "sigkill": (("killed by SIGKILL",), "possibly the kernel's OOM killer"),
+    # A peer in the barrier fails on the misbehaving rank's closed connection, often within
+    # one poll of its agent: the exit notes order the two. A rank killed by a signal from
+    # outside leaves no note, so its peer waits to be stopped: torchelastic's whole-second
+    # timestamps alone cannot order a SIGKILL and a failure it caused.
+    "exit3": (("exited 3",), "rank 1 exits 3 on purpose", "barrier"),
+    "raise": (
+        ("exited 1", "killed by SIGABRT"),
+        "RuntimeError: rank 1 fails on purpose",
+        "barrier",
+    ),
+    "sigkill": (("killed by SIGKILL",), "possibly the kernel's OOM killer", "wait"),
 }
 
 
 @pytest.mark.parametrize("how", sorted(MISBEHAVIOURS))
 def test_a_failing_rank_is_reported_in_words(torchrun_group, allreduce_script: Path, how: str):
-    statuses, evidence = MISBEHAVIOURS[how]
+    statuses, evidence, bystander = MISBEHAVIOURS[how]
     result = torchrun_group(
-        allreduce_script, nproc=2, env={"ALLREDUCE_MISBEHAVE": f"1:{how}"}, deadline_s=60
+        allreduce_script,
+        nproc=2,
+        env={"ALLREDUCE_MISBEHAVE": f"1:{how}", "ALLREDUCE_BYSTANDER": bystander},
+        deadline_s=60,
     )
     assert not result.ok and not result.timed_out
-    assert result.first_failure is not None and result.first_failure.rank == 1
+    assert result.first_failure is not None and result.first_failure.rank == 1, result.report()
     assert result.rank(1).status.startswith(statuses)
     assert evidence in result.report()
     assert result.duration_s < 60
     if how != "sigkill":  # exit3 ends in os._exit, which skips atexit: it is noted too
         group = torchrun_group.groups[-1]
         assert group.workers()[1] in exit_notes(group.registry.pid_dir)
+    if bystander == "wait":
+        assert result.rank(0).status == "killed by SIGTERM", result.report()
+
+
+def test_an_agent_that_crashes_on_a_torn_error_file_says_so(torchrun_group, allreduce_script):
+    """torch's agent dies reading an empty error file: no rank may then read as a success."""
+    result = torchrun_group(
+        allreduce_script,
+        nproc=2,
+        env={"ALLREDUCE_MISBEHAVE": "1:exit3", "ALLREDUCE_BYSTANDER": "torn"},
+        deadline_s=60,
+    )
+    assert not result.ok and not result.timed_out
+    assert any("crashed reading" in note for note in result.notes), result.report()
+    for outcome in result.ranks:
+        assert outcome.exitcode is None, result.report()
+        assert outcome.status.startswith("exit status unknown (its agent ended (exited 1)")
+    assert result.first_failure is None
 
 
 def test_a_hanging_rank_is_killed_at_the_deadline(torchrun_group, allreduce_script: Path):

@@ -82,12 +82,11 @@ def test_a_warm_group_runs_and_records_its_forked_workers(
 def test_a_failing_warm_rank_is_reported_in_words(
     warm_launch: Launcher, allreduce_script: Path, how: str
 ) -> None:
-    statuses, evidence = MISBEHAVIOURS[how]
-    result = warm_launch(
-        LaunchSpec(entry=allreduce_script, env={"ALLREDUCE_MISBEHAVE": f"1:{how}"}, deadline_s=60)
-    )
+    statuses, evidence, bystander = MISBEHAVIOURS[how]
+    env = {"ALLREDUCE_MISBEHAVE": f"1:{how}", "ALLREDUCE_BYSTANDER": bystander}
+    result = warm_launch(LaunchSpec(entry=allreduce_script, env=env, deadline_s=60))
     assert not result.ok and not result.timed_out
-    assert result.first_failure is not None and result.first_failure.rank == 1
+    assert result.first_failure is not None and result.first_failure.rank == 1, result.report()
     assert result.rank(1).status.startswith(statuses)
     assert evidence in result.report()
 

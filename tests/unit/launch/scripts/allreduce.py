@@ -1,6 +1,9 @@
 """A tiny gloo rank program: all-reduce the ranks, report, then misbehave when asked to.
 
-ALLREDUCE_MISBEHAVE=<rank>:<how> with how in exit3 | sigkill | hang.
+ALLREDUCE_MISBEHAVE=<rank>:<how> with how in exit3 | raise | sigkill | hang. The other ranks
+then meet it in a barrier (and fail on its closed connection), or, with ALLREDUCE_BYSTANDER=wait,
+block outside any collective until their agent stops them; with ALLREDUCE_BYSTANDER=torn they
+first leave their torchelastic error file empty, as a rank stopped inside ``@record`` would.
 """
 
 import json
@@ -10,7 +13,8 @@ import sys
 
 import torch
 import torch.distributed as dist
-from torch.distributed.elastic.multiprocessing.errors import record
+
+from zephon_chaos.workload.error_file import record
 
 
 @record
@@ -25,6 +29,11 @@ def main() -> None:
             json.dump({"rank": rank, "world": world, "sum": value.item()}, f)
     print(f"rank {rank}/{world}: sum={value.item()}", flush=True)
     who, _, how = os.environ.get("ALLREDUCE_MISBEHAVE", ":").partition(":")
+    bystander = os.environ.get("ALLREDUCE_BYSTANDER", "barrier")
+    if who and bystander == "torn":
+        if who != str(rank):  # caught inside @record's write, as a rank stopped there would be
+            open(os.environ["TORCHELASTIC_ERROR_FILE"], "w").close()
+        dist.barrier()  # the file is torn before the misbehaving rank fails
     if who == str(rank):
         if how == "exit3":
             print(f"rank {rank} exits 3 on purpose", file=sys.stderr, flush=True)
@@ -37,6 +46,9 @@ def main() -> None:
             print(f"rank {rank} hangs on purpose", flush=True)
             while True:
                 signal.pause()
+    elif who and bystander in ("wait", "torn"):
+        while True:
+            signal.pause()
     dist.barrier()
     dist.destroy_process_group()
 
