@@ -18,10 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from zephon_chaos.launch import LaunchSpec, TorchrunGroup
+from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.runner import Launcher, ScenarioRunner, cli_launcher
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec
@@ -66,11 +67,11 @@ def bare_env(tmpdir: Path) -> dict[str, str]:
     return env
 
 
-def bare_torchrun(nproc: int, root: Path, script: Path = TRIVIAL_SCRIPT) -> float:
-    """Seconds for one bare ``torchrun --standalone`` of ``script`` on ``nproc`` ranks."""
+def bare_torchrun(nproc: int, root: Path, entry: Sequence[str] = (str(TRIVIAL_SCRIPT),)) -> float:
+    """Seconds for one bare ``torchrun --standalone ENTRY...`` on ``nproc`` ranks."""
     tmp = Path(tempfile.mkdtemp(prefix="bare-", dir=root))
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-            "--nproc-per-node", str(nproc), str(script)]
+            "--nproc-per-node", str(nproc), *entry]
     began = time.monotonic()
     proc = subprocess.Popen(argv, env=bare_env(tmp), cwd=tmp, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -105,8 +106,33 @@ def our_launch(nproc: int, root: Path, name: str, script: Path = TRIVIAL_SCRIPT)
 
 
 def bare_scenario(root: Path) -> float:
-    """Seconds for three bare launches with the scenario's rank counts."""
+    """Seconds for three bare launches of the trivial script with the scenario's rank counts."""
     return sum(bare_torchrun(n, root) for n in SCENARIO_WORLDS)
+
+
+def bare_workload_scenario(root: Path, name: str) -> float:
+    """Seconds of the scenario's own three launches, each typed as a person would:
+    ``torchrun --standalone -m zephon_chaos.workload SPEC``. The runner writes the specs and
+    judges the records (so the bare launches provably did the scenario's work); only the
+    launches' own seconds count."""
+    work = root / name
+    seconds: list[float] = []
+
+    def launch(spec: LaunchSpec) -> GroupResult:
+        entry = ["-m", str(spec.entry)] if spec.module else [str(spec.entry)]
+        took = bare_torchrun(spec.nproc, work, [*entry, *spec.args])
+        seconds.append(took)
+        return GroupResult(name=spec.name, agent_returncodes=[0], ranks=[], timed_out=False,
+                           duration_s=took, workdir=work, agent_logs=[])
+
+    work.mkdir()
+    outcome = ScenarioRunner(work, launcher=launch, deadline_s=DEADLINE_S).run(
+        three_phase_scenario()
+    )
+    if not outcome.ok:
+        raise LaunchFailed(outcome.report())
+    shutil.rmtree(work, ignore_errors=True)
+    return sum(seconds)
 
 
 def scenario_seconds(launcher: Callable[[Path], Launcher], root: Path, name: str) -> float:

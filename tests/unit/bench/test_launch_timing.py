@@ -37,3 +37,17 @@ def test_bad_bounds_are_refused_with_a_usage_error(argv: list[str], capsys) -> N
         round_args("doc", argv, rounds=2, max_seconds=10)
     assert stop.value.code == 2
     assert "--rounds must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.cpu
+def test_the_bare_baseline_runs_the_scenario_itself(tmp_path) -> None:
+    """Bare torchrun launches of the workload pass the scenario's oracle, and leave nothing."""
+    seconds = timing.bare_workload_scenario(tmp_path, "bare")
+    assert seconds > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.cpu
+def test_a_failing_bare_launch_is_an_error_not_a_number(tmp_path) -> None:
+    with pytest.raises(timing.LaunchFailed, match="No module named zephon_chaos_missing"):
+        timing.bare_torchrun(1, tmp_path, ["-m", "zephon_chaos_missing"])
