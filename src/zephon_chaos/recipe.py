@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from zephon_chaos.lanes import lanes_of
+from zephon_chaos.workload.atomic import replacing
 from zephon_chaos.workload.persist import digest
 from zephon_chaos.workload.records import RecordWriter
 from zephon_chaos.workload.self_faults import signal_self
@@ -240,17 +240,8 @@ class RecipeRun:
         target = self.checkpoint_dir(step)
         target.mkdir(parents=True, exist_ok=True)
         payload = {"step": step + 1, "loader": state}
-        fd, tmp = tempfile.mkstemp(prefix=f".{LOADER_STATE_FILE}.", dir=target)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target / LOADER_STATE_FILE)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with replacing(target / LOADER_STATE_FILE) as f:
+            pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
         return target
 
     def load_loader_state(self) -> tuple[int, dict[str, Any]] | None:

@@ -330,6 +330,7 @@ class TorchrunGroup:
     def _collect(self, timed_out: bool, stacks: dict[str, str]) -> GroupResult:
         failures = {}
         silent: dict[int, str] = {}  # node -> why its agent's word on its ranks is missing
+        notes: list[str] = []
         for node, log in enumerate(self.agent_logs):
             tail = read_tail(log, 400)
             summary = parse_summary(tail)
@@ -338,7 +339,9 @@ class TorchrunGroup:
             code_of_agent = self.agents[node].returncode if node < len(self.agents) else None
             if not summary and code_of_agent not in (0, None):
                 silent[node] = f"its agent ended ({describe(code_of_agent)}) without reporting it"
-        notes = [agent_crash_note(read_tail(log, 400)) for log in self.agent_logs]
+                crash = agent_crash_note(tail)
+                if crash is not None:
+                    notes.append(crash)
         workers = self.workers()
         records = self.worker_records()
         fired = self_signals(self.registry.pid_dir)
@@ -415,7 +418,6 @@ class TorchrunGroup:
             # torchelastic's root cause is the earliest whole-second timestamp, a tie when
             # two ranks fail within one poll; where both exits were noted, the notes decide.
             first = next(r for r in ranks if r.rank == min(timed, key=timed.__getitem__))
-        notes = [note for note in notes if note]
         if self._attempt > 1:
             notes.append(f"note: static port was busy; launched {self._attempt} times")
         return GroupResult(

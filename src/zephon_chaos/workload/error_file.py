@@ -12,7 +12,6 @@ error file leaves the agent either no file or a whole one.
 from __future__ import annotations
 
 import json
-import os
 import time
 import traceback
 from collections.abc import Callable
@@ -20,6 +19,8 @@ from typing import Any, TypeVar
 
 from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 from torch.distributed.elastic.multiprocessing.errors import record as _torch_record
+
+from zephon_chaos.workload.atomic import replacing
 
 R = TypeVar("R")
 
@@ -40,15 +41,8 @@ class AtomicErrorHandler(ErrorHandler):
                 },
             }
         }
-        write_atomically(path, json.dumps(data))
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old state or the whole text."""
-    tmp = f"{path}.{os.getpid()}.partial"
-    with open(tmp, "w") as fp:
-        fp.write(text)
-    os.replace(tmp, path)
+        with replacing(path) as f:
+            f.write(json.dumps(data).encode())
 
 
 def record(fn: Callable[..., R]) -> Callable[..., R | None]:

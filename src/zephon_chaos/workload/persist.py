@@ -8,14 +8,13 @@ tagged objects, since a naive ``json.dump`` turns lane ids into strings and brea
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
-import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from zephon_chaos.workload.atomic import replacing
 
 FORMATS = ("pickle", "torch", "json")
 
@@ -25,18 +24,8 @@ class CheckpointFileError(RuntimeError):
 
 
 def save(ckpt: dict[str, Any], path: Path, fmt: str) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _dump(ckpt, f, fmt)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with replacing(path) as f:
+        _dump(ckpt, f, fmt)
 
 
 def load(path: Path | str, fmt: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 from torch.distributed.elastic.multiprocessing.errors import record as torch_record
 
-from zephon_chaos.workload import error_file
+from zephon_chaos.workload import atomic
 from zephon_chaos.workload.error_file import record
 
 
@@ -50,7 +50,7 @@ def test_the_error_file_appears_only_once_whole(
         seen.append((Path(dst).exists(), json.loads(Path(src).read_text())))
         real_replace(src, dst)
 
-    monkeypatch.setattr(error_file.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     with pytest.raises(ValueError):
         record(failing)()
     assert len(seen) == 1
