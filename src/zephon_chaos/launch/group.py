@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from zephon_chaos.launch.deathwatch import DeathWatch
 from zephon_chaos.launch.elastic_errors import (
     agent_crash_note,
     last_exception_line,
@@ -86,6 +87,7 @@ class TorchrunGroup:
         self._started_at = 0.0
         self._result: GroupResult | None = None
         self._attempt = 0
+        self._death_watch = DeathWatch(self.registry.pid_dir)
 
     # ---- starting -------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
@@ -178,6 +180,7 @@ class TorchrunGroup:
         if self.agents:
             raise RuntimeError(f"group {self.spec.name!r} was already started")
         self._started_at = time.monotonic()
+        self._death_watch.start()
         self._spawn_agents()
         return self
 
@@ -310,6 +313,7 @@ class TorchrunGroup:
 
     def kill(self) -> list[ProcId]:
         """Kill every process of the group (agents, workers, their children); return survivors."""
+        self._death_watch.stop()  # deaths from here on are the harness's doing
         for alive in self.registry.survivors():
             # Workers may die of their agent's death (PDEATHSIG): still the harness's doing.
             self.registry.killed_by_us.setdefault(alive.pid, signal.SIGKILL)
@@ -346,7 +350,8 @@ class TorchrunGroup:
         records = self.worker_records()
         fired = self_signals(self.registry.pid_dir)
         exited_at = exit_notes(self.registry.pid_dir)
-        timed: dict[int, float] = {}  # failed ranks (not the harness's doing) with an exit note
+        died = self._death_watch.stop()
+        timed: dict[int, float] = {}  # failed ranks (not the harness's doing) -> when they failed
         ranks: list[RankOutcome] = []
         first: RankOutcome | None = None
         first_key: tuple[bool, bool, bool, float] = (True, True, True, float("inf"))
@@ -412,11 +417,16 @@ class TorchrunGroup:
                 )
                 if first is None or key < first_key:
                     first, first_key = outcome, key
+                # When it failed: its own exit note (the start of its exit), else the moment the
+                # death watch saw it die (a rank killed by a signal notes nothing). A rank its
+                # agent stopped died of another's failure, after it.
                 if pid_id in exited_at and not torn_down:
                     timed[rank] = exited_at[pid_id]
+                elif pid_id in died and not torn_down and not stopped:
+                    timed[rank] = died[pid_id]
         if first is not None and first.rank in timed:
             # torchelastic's root cause is the earliest whole-second timestamp, a tie when
-            # two ranks fail within one poll; where both exits were noted, the notes decide.
+            # two ranks fail within one poll; where both failures were timed, the times decide.
             first = next(r for r in ranks if r.rank == min(timed, key=timed.__getitem__))
         if self._attempt > 1:
             notes.append(f"note: static port was busy; launched {self._attempt} times")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from zephon_chaos.launch import LAUNCH_PATHS
+from zephon_chaos.launch.deathwatch import DeathWatch
 from zephon_chaos.launch.procs import exit_notes
 
 pytestmark = pytest.mark.cpu
@@ -51,42 +53,63 @@ def test_every_launch_path_runs_a_gloo_group(
     assert set(group.workers().values()) <= set(exit_notes(group.registry.pid_dir))
 
 
+@dataclass(frozen=True)
+class Misbehaviour:
+    how: str
+    """What rank 1 does after the all-reduce (``ALLREDUCE_MISBEHAVE``)."""
+    bystander: str
+    """What rank 0 does meanwhile: meet it in a ``barrier`` (and fail on its closed
+    connection, often within one poll of their agent) or ``wait`` to be stopped."""
+    statuses: tuple[str, ...]
+    """Statuses rank 1 may end with (an exception can end in SIGABRT: gloo aborts in its
+    destructor with a peer still waiting)."""
+    evidence: str
+
+
+# Two failures are ordered by each rank's exit note, or, for a rank killed by a signal (which
+# notes nothing), by the moment the death watch saw it die.
 MISBEHAVIOURS = {
-    # how: (statuses the misbehaving rank may end with, text expected in the report, what the
-    # other rank does meanwhile).
-    # An exception can end in SIGABRT: gloo aborts in its destructor with a peer still waiting.
-    # A peer in the barrier fails on the misbehaving rank's closed connection, often within
-    # one poll of its agent: the exit notes order the two. A rank killed by a signal from
-    # outside leaves no note, so its peer waits to be stopped: torchelastic's whole-second
-    # timestamps alone cannot order a SIGKILL and a failure it caused.
-    "exit3": (("exited 3",), "rank 1 exits 3 on purpose", "barrier"),
-    "raise": (
+    "exit3": Misbehaviour("exit3", "barrier", ("exited 3",), "rank 1 exits 3 on purpose"),
+    "raise": Misbehaviour(
+        "raise",
+        "barrier",
         ("exited 1", "killed by SIGABRT"),
         "RuntimeError: rank 1 fails on purpose",
-        "barrier",
     ),
-    "sigkill": (("killed by SIGKILL",), "possibly the kernel's OOM killer", "wait"),
+    "sigkill": Misbehaviour(
+        "sigkill", "wait", ("killed by SIGKILL",), "possibly the kernel's OOM killer"
+    ),
+    "sigkill-peer-in-barrier": Misbehaviour(
+        "sigkill", "barrier", ("killed by SIGKILL",), "possibly the kernel's OOM killer"
+    ),
 }
+needs_death_watch = pytest.mark.skipif(
+    not DeathWatch.available(), reason="no pidfd_open here: a SIGKILL and its consequence tie"
+)
+CASES = [
+    pytest.param(case, marks=needs_death_watch if case == "sigkill-peer-in-barrier" else ())
+    for case in sorted(MISBEHAVIOURS)
+]
 
 
-@pytest.mark.parametrize("how", sorted(MISBEHAVIOURS))
-def test_a_failing_rank_is_reported_in_words(torchrun_group, allreduce_script: Path, how: str):
-    statuses, evidence, bystander = MISBEHAVIOURS[how]
-    result = torchrun_group(
-        allreduce_script,
-        nproc=2,
-        env={"ALLREDUCE_MISBEHAVE": f"1:{how}", "ALLREDUCE_BYSTANDER": bystander},
-        deadline_s=60,
-    )
+def misbehaviour_env(case: str) -> dict[str, str]:
+    m = MISBEHAVIOURS[case]
+    return {"ALLREDUCE_MISBEHAVE": f"1:{m.how}", "ALLREDUCE_BYSTANDER": m.bystander}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_failing_rank_is_reported_in_words(torchrun_group, allreduce_script: Path, case: str):
+    m = MISBEHAVIOURS[case]
+    result = torchrun_group(allreduce_script, nproc=2, env=misbehaviour_env(case), deadline_s=60)
     assert not result.ok and not result.timed_out
     assert result.first_failure is not None and result.first_failure.rank == 1, result.report()
-    assert result.rank(1).status.startswith(statuses)
-    assert evidence in result.report()
+    assert result.rank(1).status.startswith(m.statuses)
+    assert m.evidence in result.report()
     assert result.duration_s < 60
-    if how != "sigkill":  # exit3 ends in os._exit, which skips atexit: it is noted too
+    if m.how != "sigkill":  # exit3 ends in os._exit, which skips atexit: it is noted too
         group = torchrun_group.groups[-1]
         assert group.workers()[1] in exit_notes(group.registry.pid_dir)
-    if bystander == "wait":
+    if m.bystander == "wait":
         assert result.rank(0).status == "killed by SIGTERM", result.report()
 
 

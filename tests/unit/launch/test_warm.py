@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.launch.test_group import MISBEHAVIOURS
+from tests.unit.launch.test_group import CASES, MISBEHAVIOURS, misbehaviour_env
 from zephon_chaos.launch import LAUNCH_PATHS, GroupResult, LaunchSpec
 from zephon_chaos.launch.procs import exit_notes
 from zephon_chaos.launch.warm import (
@@ -78,17 +78,17 @@ def test_a_warm_group_runs_and_records_its_forked_workers(
 
 
 @pytest.mark.cpu
-@pytest.mark.parametrize("how", sorted(MISBEHAVIOURS))
+@pytest.mark.parametrize("case", CASES)
 def test_a_failing_warm_rank_is_reported_in_words(
-    warm_launch: Launcher, allreduce_script: Path, how: str
+    warm_launch: Launcher, allreduce_script: Path, case: str
 ) -> None:
-    statuses, evidence, bystander = MISBEHAVIOURS[how]
-    env = {"ALLREDUCE_MISBEHAVE": f"1:{how}", "ALLREDUCE_BYSTANDER": bystander}
+    m = MISBEHAVIOURS[case]
+    env = misbehaviour_env(case)
     result = warm_launch(LaunchSpec(entry=allreduce_script, env=env, deadline_s=60))
     assert not result.ok and not result.timed_out
     assert result.first_failure is not None and result.first_failure.rank == 1, result.report()
-    assert result.rank(1).status.startswith(statuses)
-    assert evidence in result.report()
+    assert result.rank(1).status.startswith(m.statuses)
+    assert m.evidence in result.report()
 
 
 @pytest.mark.cpu
