@@ -340,8 +340,8 @@ class TorchrunGroup:
             summary = parse_summary(tail)
             for f in summary:
                 failures[f.rank] = f
-            code_of_agent = self.agents[node].returncode if node < len(self.agents) else None
-            if not summary and code_of_agent not in (0, None):
+            if not summary and self._agent_failed(node):
+                code_of_agent = self.agents[node].returncode
                 silent[node] = f"its agent ended ({describe(code_of_agent)}) without reporting it"
                 crash = agent_crash_note(tail)
                 if crash is not None:
@@ -363,6 +363,7 @@ class TorchrunGroup:
             restart = int(str(rec.get("restart") or 0))
             rank_dir = self._rank_log_dir(node, restart, local)
             failure = failures.get(rank)
+            unknown: str | None = None
             if failure is not None:
                 code: int | None = failure.exitcode
             elif timed_out:
@@ -373,7 +374,12 @@ class TorchrunGroup:
                 # An orphan of a dead agent, killed in teardown: no agent saw it end.
                 code = -self.registry.killed_by_us[pid_id.pid]
             elif node in silent:
-                code = None  # its agent failed and said nothing of it: not a success
+                code, unknown = None, silent[node]  # its agent failed and said nothing of it
+            elif self._agent_failed(node) and pid_id not in exited_at:
+                # Its agent listed failures but not this rank, and the rank noted no exit of
+                # its own (every normal exit is noted): no evidence of a success.
+                code = None
+                unknown = "its agent's failure summary omits it, and it noted no exit of its own"
             else:
                 code = 0
             outcome = RankOutcome(
@@ -386,7 +392,7 @@ class TorchrunGroup:
                 stderr=rank_dir / "stderr.log" if rank_dir else None,
                 killed_by_harness=bool(pid_id and pid_id.pid in self.registry.killed_by_us),
                 self_signal=fired.get(pid_id) if pid_id else None,
-                unknown_because=silent.get(node) if code is None and pid_id else None,
+                unknown_because=unknown,
             )
             stamp = float("inf")
             error_file = failure.error_file if failure else None
@@ -443,6 +449,9 @@ class TorchrunGroup:
             attempts=self._attempt,
             notes=notes,
         )
+
+    def _agent_failed(self, node: int) -> bool:
+        return node < len(self.agents) and self.agents[node].returncode not in (0, None)
 
     def _node_of(self, pid_id: ProcId | None) -> int:
         if pid_id is None:

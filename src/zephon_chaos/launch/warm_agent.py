@@ -267,7 +267,15 @@ def _report_every_failed_worker() -> None:
         failed: dict[int, Any] = {}
         failures(ctx, failed)
         if not failed:
-            return original_poll(ctx)
+            result = original_poll(ctx)
+            if result is None or not result.is_failed():
+                return result
+            # A worker failed between our look and torchelastic's own: its path stopped the
+            # rest and names that one alone. Every worker has ended by now; list them all.
+            failures(ctx, failed)
+            return RunProcsResult(
+                failures=in_death_order(failed), stdouts=ctx.stdouts, stderrs=ctx.stderrs
+            )
         failed = in_death_order(failed)
         ctx.close()
         failures(ctx, failed)

@@ -228,9 +228,14 @@ def judge(
                 f"rank {r.rank} was ended by the harness before recording checkpoint {index} "
                 "(its torchrun agent was gone)"
             )
-        elif r.exitcode in (None, 0):
+        elif r.exitcode == 0:
             verdict.problems.append(
                 f"rank {r.rank} left no record of checkpoint {index} and ended {r.status}"
+            )
+        elif r.exitcode is None:
+            # No evidence either way: a finding needs a rank known to have ended well.
+            verdict.evidence.append(
+                f"rank {r.rank} left no record of checkpoint {index}; {r.status}"
             )
         else:
             verdict.evidence.append(

@@ -241,3 +241,37 @@ def test_closing_a_warm_server_kills_everything_it_forked(
     assert survivors == [] and server_survivors(server) == []
     assert group.registry.survivors() == []
     assert server.proc is not None and server.proc.poll() is not None
+
+
+def test_a_failure_torchelastic_sees_first_still_lists_every_worker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A worker that fails between the agent's own look and torchelastic's: torchelastic's
+    fork path stops the rest and names that one alone; the agent lists every worker."""
+    from types import SimpleNamespace
+
+    from torch.distributed.elastic.multiprocessing.api import (
+        MultiprocessContext,
+        ProcessFailure,
+        RunProcsResult,
+    )
+
+    from zephon_chaos.launch import warm_agent
+
+    procs = [SimpleNamespace(pid=10**7 + r, exitcode=None) for r in range(2)]
+    errors = {r: str(tmp_path / f"error{r}.json") for r in range(2)}
+
+    def torchelastic_poll(ctx: object) -> RunProcsResult:
+        procs[1].exitcode, procs[0].exitcode = 1, -signal.SIGTERM  # it failed; rank 0 stopped
+        only = ProcessFailure(local_rank=1, pid=procs[1].pid, exitcode=1, error_file=errors[1])
+        return RunProcsResult(failures={1: only}, stdouts={}, stderrs={})
+
+    monkeypatch.setattr(MultiprocessContext, "_poll", torchelastic_poll)
+    monkeypatch.setattr(MultiprocessContext, "_start", MultiprocessContext._start)
+    monkeypatch.setattr(signal, "signal", lambda *_: None)  # no SIGCHLD handler in pytest
+    warm_agent._report_every_failed_worker()
+    ctx = SimpleNamespace(
+        _pc=SimpleNamespace(processes=procs), error_files=errors, stdouts={}, stderrs={}
+    )
+    result = MultiprocessContext._poll(ctx)  # type: ignore[arg-type]
+    assert {r: f.exitcode for r, f in result.failures.items()} == {0: -signal.SIGTERM, 1: 1}

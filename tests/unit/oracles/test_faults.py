@@ -153,6 +153,15 @@ def test_a_rank_that_exits_0_without_its_checkpoint_is_a_finding() -> None:
     assert verdict.outcome == oracle.FINDING and "left no record" in verdict.describe()
 
 
+def test_a_rank_whose_exit_status_is_unknown_is_evidence_not_a_finding() -> None:
+    """Its agent omitted it: no evidence that it ended well, so no finding either."""
+    result = group(1, None)
+    result.ranks[1].unknown_because = "its agent's failure summary omits it"
+    verdict = judge([rank(0, failed("Timed out")), rank(1)], result)
+    assert verdict.outcome == oracle.FAILED, verdict.describe()
+    assert "exit status unknown (its agent's failure summary omits it)" in verdict.describe()
+
+
 def test_a_rank_the_fault_killed_shows_it_in_its_wait_status() -> None:
     records = [rank(0, failed("Timed out waiting for checkpoint shards")), rank(1)]
     killed = judge(records, group(1, -signal.SIGKILL), faulted={1: "killed by SIGKILL"})
