@@ -187,7 +187,10 @@ def test_run_and_replay_say_whether_a_scenario_fails(
     failing = planted().save(tmp_path / f"{PLANT_SIGNATURE}.json")
     passing = planted(None).save(tmp_path / "fixed.json")
     assert cli.main(["run", str(failing), "--tier", "inproc"]) == 1
-    assert f"verdict: VIOLATION ({PLANT_SIGNATURE})" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"verdict: VIOLATION ({PLANT_SIGNATURE})" in out
+    # The replay line names the user's file: the working folder is gone by now.
+    assert f"replay: zephon-chaos replay {failing.resolve()}" in out
     assert cli.main(["replay", str(failing)]) == 1  # auto picks the in-process tier
     assert f"still fails as recorded ({PLANT_SIGNATURE})" in capsys.readouterr().out
     assert cli.main(["replay", str(passing), "--tier", "inproc"]) == 0

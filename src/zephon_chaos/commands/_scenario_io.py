@@ -108,12 +108,21 @@ def prepare(args: argparse.Namespace) -> tuple[Scenario, str, str]:
 
 
 def run_once(
-    scenario: Scenario, tier: str, root: Path, deadline_s: float, launch: str = "cli"
+    scenario: Scenario,
+    tier: str,
+    root: Path,
+    deadline_s: float,
+    launch: str = "cli",
+    source: str | None = None,
 ) -> ScenarioOutcome:
+    """One run; its replay line names ``source`` (the user's file), which outlives ``root``."""
     from zephon_chaos.explore.tiers import close_runner, make_runner
 
     runner = make_runner(tier, root, deadline_s, launch)
     try:
-        return runner.run(scenario)
+        outcome = runner.run(scenario)
     finally:
         close_runner(runner)
+    if source is not None:
+        outcome.scenario_file = Path(source).resolve()
+    return outcome

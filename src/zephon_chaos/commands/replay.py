@@ -34,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
     seen: list[str] = []
     with Workspace(args.keep) as ws:
         for n in range(args.times):
-            outcome = run_once(scenario, tier, ws.root / f"run{n}", args.deadline, launch)
+            outcome = run_once(
+                scenario, tier, ws.root / f"run{n}", args.deadline, launch, source=args.file
+            )
             sig = signature(outcome)
             seen.append(sig or "passed")
             print(outcome.report())

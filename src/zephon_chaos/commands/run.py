@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
     scenario, tier, launch = prepare(args)
     with Workspace(args.keep) as ws:
         print(f"running {scenario.summary()} on the {tier} tier")
-        outcome = run_once(scenario, tier, ws.root, args.deadline, launch)
+        outcome = run_once(scenario, tier, ws.root, args.deadline, launch, source=args.file)
         print(outcome.report())
         from zephon_chaos.explore.known import explaining
         from zephon_chaos.explore.signature import signature
