@@ -37,7 +37,7 @@ from zephon_chaos.hygiene.proctable import (
     listening_ports_of,
     our_processes,
 )
-from zephon_chaos.launch.procs import PID_DIR_VAR, ProcId
+from zephon_chaos.launch.procs import PID_DIR_VAR, ProcId, recorded_procs
 
 SHM_DIR = Path("/dev/shm")
 TEMP_PREFIXES = ("zephon", "torchelastic_", "zc-")
@@ -155,13 +155,7 @@ def _orphaned(info: ProcInfo) -> str | None:
 def _recorded_alive(pid_dirs: list[str]) -> list[ProcInfo]:
     alive: list[ProcInfo] = []
     for pid_dir in pid_dirs:
-        with contextlib.suppress(OSError):
-            for entry in os.listdir(pid_dir):
-                pid, _, ticks = entry.partition("-")
-                if pid.isdigit() and ticks.isdigit():
-                    proc = ProcId(int(pid), int(ticks))
-                    if proc.alive():
-                        alive.append(ProcInfo(proc, 0))
+        alive += [ProcInfo(proc, 0) for proc in recorded_procs(Path(pid_dir)) if proc.alive()]
     return alive
 
 

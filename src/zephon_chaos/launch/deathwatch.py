@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from zephon_chaos.launch.procs import ProcId, start_ticks
+from zephon_chaos.launch.procs import ProcId, recorded_procs, start_ticks
 
 SCAN_INTERVAL_S = 0.02
 """How often new PID records are looked for: a process recorded less than this before it
@@ -65,7 +65,7 @@ class DeathWatch:
         seen: set[ProcId] = set()
         try:
             while not self._stop.is_set():
-                for proc in self._records() - seen:
+                for proc in recorded_procs(self.pid_dir) - seen:
                     seen.add(proc)
                     fd = _pidfd_of_living(proc)
                     if fd is not None:
@@ -83,15 +83,6 @@ class DeathWatch:
             for fd in watching:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-
-    def _records(self) -> set[ProcId]:
-        found: set[ProcId] = set()
-        with contextlib.suppress(OSError):
-            for name in os.listdir(self.pid_dir):
-                pid, _, ticks = name.partition("-")
-                if pid.isdigit() and ticks.isdigit():
-                    found.add(ProcId(int(pid), int(ticks)))
-        return found
 
 
 def _pidfd_of_living(proc: ProcId) -> int | None:

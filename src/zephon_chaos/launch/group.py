@@ -27,7 +27,13 @@ from zephon_chaos.launch.elastic_errors import (
 )
 from zephon_chaos.launch.exitcodes import describe
 from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
-from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId, exit_notes
+from zephon_chaos.launch.procs import (
+    SPAWNHOOK_DIR,
+    ProcessRegistry,
+    ProcId,
+    exit_notes,
+    recorded_procs,
+)
 from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.workload.self_faults import self_signals
@@ -216,14 +222,12 @@ class TorchrunGroup:
     def worker_records(self) -> dict[ProcId, dict[str, object]]:
         """Spawn records of this group's processes (rank variables, parent, argv)."""
         records: dict[ProcId, dict[str, object]] = {}
-        for entry in sorted(os.listdir(self.registry.pid_dir)):
-            pid, _, ticks = entry.partition("-")
+        for proc in sorted(recorded_procs(self.registry.pid_dir)):
+            entry = self.registry.pid_dir / f"{proc.pid}-{proc.ticks}"
             try:
-                data = json.loads((self.registry.pid_dir / entry).read_text() or "{}")
+                records[proc] = json.loads(entry.read_text() or "{}")
             except (OSError, ValueError):
-                data = {}
-            with contextlib.suppress(ValueError):
-                records[ProcId(int(pid), int(ticks))] = data
+                records[proc] = {}
         return records
 
     def workers(self) -> dict[int, ProcId]:

@@ -36,15 +36,25 @@ def spawn_hook_call(name: str) -> None:
             fn()
 
 
+def recorded_procs(folder: Path) -> set[ProcId]:
+    """The processes named by ``<pid>-<start ticks>`` entries of ``folder`` (the spawn
+    hook's records and notes); other entries are passed over."""
+    found: set[ProcId] = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            pid, _, ticks = name.partition("-")
+            if pid.isdigit() and ticks.isdigit():
+                found.add(ProcId(int(pid), int(ticks)))
+    return found
+
+
 def read_notes(pid_dir: Path, subdir: str) -> dict[ProcId, str]:
     """The notes processes of a launch leave about themselves: files named
     ``<pid>-<start ticks>`` under ``pid_dir/subdir``, with their text."""
     notes: dict[ProcId, str] = {}
-    with contextlib.suppress(OSError):
-        for note in (pid_dir / subdir).iterdir():
-            pid, _, ticks = note.name.partition("-")
-            with contextlib.suppress(ValueError, OSError):
-                notes[ProcId(int(pid), int(ticks))] = note.read_text().strip()
+    for proc in recorded_procs(pid_dir / subdir):
+        with contextlib.suppress(OSError):
+            notes[proc] = (pid_dir / subdir / f"{proc.pid}-{proc.ticks}").read_text().strip()
     return notes
 
 
@@ -114,11 +124,7 @@ class ProcessRegistry:
 
     def refresh(self) -> set[ProcId]:
         """Merge the spawn records and a scan for the tag into ``known``; return it."""
-        with contextlib.suppress(FileNotFoundError):
-            for entry in os.listdir(self.pid_dir):
-                pid, _, ticks = entry.partition("-")
-                with contextlib.suppress(ValueError):
-                    self.known.add(ProcId(int(pid), int(ticks)))
+        self.known.update(recorded_procs(self.pid_dir))
         self.known.update(scan_tag(self.tag))
         return self.known
 
