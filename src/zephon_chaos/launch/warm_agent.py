@@ -266,20 +266,18 @@ def _report_every_failed_worker() -> None:
     def poll(ctx: Any) -> Any:
         failed: dict[int, Any] = {}
         failures(ctx, failed)
-        if not failed:
+        if failed:
+            ctx.close()
+        else:
             result = original_poll(ctx)
             if result is None or not result.is_failed():
                 return result
-            # A worker failed between our look and torchelastic's own: its path stopped the
-            # rest and names that one alone. Every worker has ended by now; list them all.
-            failures(ctx, failed)
-            return RunProcsResult(
-                failures=in_death_order(failed), stdouts=ctx.stdouts, stderrs=ctx.stderrs
-            )
-        failed = in_death_order(failed)
-        ctx.close()
-        failures(ctx, failed)
-        return RunProcsResult(failures=failed, stdouts=ctx.stdouts, stderrs=ctx.stderrs)
+            # A worker failed between our look and torchelastic's own: its path has stopped
+            # the rest and names that one alone.
+        failures(ctx, failed)  # every worker has ended now, the stopped ones too
+        return RunProcsResult(
+            failures=in_death_order(failed), stdouts=ctx.stdouts, stderrs=ctx.stderrs
+        )
 
     MultiprocessContext._start = start  # type: ignore[method-assign]
     MultiprocessContext._poll = poll  # type: ignore[method-assign]
