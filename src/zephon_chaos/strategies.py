@@ -53,6 +53,22 @@ LEADER_PHASES = ("announce", "outcome")
 FOLLOWER_PHASES = ("ack",)
 STORE_FAULT_TIMEOUT_S = 2.0
 """``aggregate_timeout_s`` of a scenario with link faults: a failing round ends in seconds."""
+LAUNCH_CHOICES = ("standalone", "static", "c10d")
+"""Launch paths a torchrun launch draws; threads have only the first."""
+RUNNER_CHOICES = ("inline", "threads", "process")
+INPROC_RUNNER_ODDS = (2, 1, 0)
+"""Odds of each of ``RUNNER_CHOICES`` per tier: threads start no worker processes."""
+TORCHRUN_RUNNER_ODDS = (12, 6, 1)
+MTP_CHOICES = ("off", "on")
+TORCHRUN_MTP_ODDS = (19, 1)
+"""``mtp_mode`` on torchrun only (its child process, like worker processes, needs one)."""
+MAPPING_CHOICES = ("contiguous", "interleaved")
+AGGREGATION_CHOICES = ("store", "store_explicit", "dir")
+PERSIST_FORMATS = ("pickle", "json", "torch")
+RUN_ID_POLICIES = ("fixed", "per_launch")
+DATA_KINDS = ("memory", "jsonl")
+EXHAUSTION_CHOICES = ("repeat", "stop")
+EXHAUSTION_ODDS = (3, 1)
 
 
 @cache
@@ -85,7 +101,7 @@ _MORE = _weighted(("stop", "more"), (1, 3))
 
 def _source(draw: st.DrawFn, name: str, chunk_size: int) -> SourceSpec:
     """A few small shards holding at least one chunk (Zephon refuses less at the first batch)."""
-    exhausted = draw(_weighted(("repeat", "stop"), (3, 1)))
+    exhausted = draw(_weighted(EXHAUSTION_CHOICES, EXHAUSTION_ODDS))
     shards = [draw(_ints(8, 40)) for _ in range(draw(_ints(1, 3)))]
     if sum(shards) < chunk_size:
         shards[0] += chunk_size - sum(shards)
@@ -93,7 +109,7 @@ def _source(draw: st.DrawFn, name: str, chunk_size: int) -> SourceSpec:
         name=name,
         shards=tuple(shards),
         weight=draw(_one_of((1.0, 0.5, 0.25))),
-        kind=draw(_one_of(("memory", "jsonl"))),
+        kind=draw(_one_of(DATA_KINDS)),
         exhausted=exhausted,  # type: ignore[arg-type]
     )
 
@@ -122,25 +138,23 @@ def pipeline_specs(
 ) -> st.SearchStrategy[PipelineSpec]:
     """C, mapping, runner, ``mtp_mode`` and aggregation; worker processes only on torchrun;
     ``store_only``: aggregation through torchrun's store (what link faults act on)."""
-    runners = (
-        _weighted(("inline", "threads"), (2, 1))
-        if tier == "inproc"
-        else _weighted(("inline", "threads", "process"), (12, 6, 1))
+    runners = _weighted(
+        RUNNER_CHOICES, INPROC_RUNNER_ODDS if tier == "inproc" else TORCHRUN_RUNNER_ODDS
     )
     mtp = (
         st.just(False)
         if tier == "inproc"
-        else _weighted(("off", "on"), (19, 1)).map(lambda v: v == "on")
+        else _weighted(MTP_CHOICES, TORCHRUN_MTP_ODDS).map(lambda v: v == "on")
     )
     return st.builds(
         PipelineSpec,
         canonical_replicas=st.integers(1, max_c),
-        mapping=st.sampled_from(("contiguous", "interleaved")),
+        mapping=st.sampled_from(MAPPING_CHOICES),
         runner=runners,
         mtp_mode=mtp,
         aggregation=st.just("store")
         if store_only
-        else st.sampled_from(("store", "store_explicit", "dir")),
+        else st.sampled_from(AGGREGATION_CHOICES),
     )
 
 
@@ -185,7 +199,7 @@ def _phase(
     # Every choice is drawn whatever the earlier ones were, so that shrinking one value
     # (C, a world size, the data) does not shift the meaning of all the choices after it.
     world = draw(_ints(1, max_world))
-    launch = "standalone" if tier == "inproc" else draw(_one_of(("standalone", "static", "c10d")))
+    launch = LAUNCH_CHOICES[0] if tier == "inproc" else draw(_one_of(LAUNCH_CHOICES))
     steps = draw(_ints(1, max_steps))
     max_extra = max(lanes_per_rank(min(world, c), c, mapping)) - 1
     wanted = []
@@ -317,8 +331,8 @@ def scenarios(
     # the meaning of everything drawn before unchanged.
     pipeline = draw(pipeline_specs(tier, max_c=2 * max_world, store_only=store_faults))
     data = _data(draw)
-    persist_format = draw(_one_of(("pickle", "json", "torch")))
-    run_id_policy = draw(_one_of(("fixed", "per_launch")))
+    persist_format = draw(_one_of(PERSIST_FORMATS))
+    run_id_policy = draw(_one_of(RUN_ID_POLICIES))
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.
     drawn: list[Phase] = []
