@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("torch", reason="the error file's format is torchelastic's")
+
 from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 from torch.distributed.elastic.multiprocessing.errors import record as torch_record
 
