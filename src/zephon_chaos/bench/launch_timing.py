@@ -1,9 +1,10 @@
 """Wall times of launches measured side by side: ours (CLI, warm) against bare torchrun.
 
 Shared by ``benchmarks/launch.py``, ``launch_overhead.py`` and ``scenario.py``. Every run
-has a deadline and is reaped; the trivial rank program is the launcher tests' gloo
-all-reduce. "Bare" is what a person types: ``python -m torch.distributed.run --standalone
---nproc-per-node N script.py``, with no log directory, no spawn hook, no PID records.
+has a deadline and is reaped; the trivial rank program is ``trivial_rank``, a gloo all-reduce
+shipped in the package (found whatever the install mode). "Bare" is what a person types:
+``python -m torch.distributed.run --standalone --nproc-per-node N -m MODULE``, with no log
+directory, no spawn hook, no PID records.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from zephon_chaos.runner import Launcher, ScenarioRunner, cli_launcher
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec
 
-REPO = Path(__file__).resolve().parents[3]
-TRIVIAL_SCRIPT = REPO / "tests" / "unit" / "launch" / "scripts" / "allreduce.py"
+TRIVIAL_MODULE = "zephon_chaos.bench.trivial_rank"
 DEADLINE_S = 120.0
 SCENARIO_WORLDS = (2, 2, 3)
 """The launches of the 3-phase scenario: reference at 2, save at 2, resume at 3."""
@@ -67,7 +67,7 @@ def bare_env(tmpdir: Path) -> dict[str, str]:
     return env
 
 
-def bare_torchrun(nproc: int, root: Path, entry: Sequence[str] = (str(TRIVIAL_SCRIPT),)) -> float:
+def bare_torchrun(nproc: int, root: Path, entry: Sequence[str] = ("-m", TRIVIAL_MODULE)) -> float:
     """Seconds for one bare ``torchrun --standalone ENTRY...`` on ``nproc`` ranks."""
     tmp = Path(tempfile.mkdtemp(prefix="bare-", dir=root))
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
@@ -93,10 +93,12 @@ def bare_torchrun(nproc: int, root: Path, entry: Sequence[str] = (str(TRIVIAL_SC
     return elapsed
 
 
-def our_launch(nproc: int, root: Path, name: str, script: Path = TRIVIAL_SCRIPT) -> float:
-    """Seconds for one launch of ``script`` through our CLI path (start to reaped)."""
+def our_launch(nproc: int, root: Path, name: str) -> float:
+    """Seconds for one launch of the trivial rank program through our CLI path (start to
+    reaped)."""
     began = time.monotonic()
-    with TorchrunGroup(LaunchSpec(entry=script, nproc=nproc, name=name), root / name) as group:
+    spec = LaunchSpec(entry=TRIVIAL_MODULE, module=True, nproc=nproc, name=name)
+    with TorchrunGroup(spec, root / name) as group:
         result = group.run()
     elapsed = time.monotonic() - began
     if not result.ok:

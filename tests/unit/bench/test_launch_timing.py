@@ -51,3 +51,10 @@ def test_the_bare_baseline_runs_the_scenario_itself(tmp_path) -> None:
 def test_a_failing_bare_launch_is_an_error_not_a_number(tmp_path) -> None:
     with pytest.raises(timing.LaunchFailed, match="No module named zephon_chaos_missing"):
         timing.bare_torchrun(1, tmp_path, ["-m", "zephon_chaos_missing"])
+
+
+@pytest.mark.cpu
+def test_the_trivial_baseline_runs_both_ways_from_the_installed_package(tmp_path) -> None:
+    """The rank program is a module of the package, so a wheel install finds it too."""
+    assert timing.bare_torchrun(1, tmp_path) > 0
+    assert timing.our_launch(1, tmp_path, "ours") > 0
