@@ -27,7 +27,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from zephon_chaos.launch.procs import PID_DIR_VAR, spawn_hook_call, start_ticks
 
@@ -91,27 +91,50 @@ def worker_main(python: str, *cmd_args: str) -> None:
 
     ``python`` is torchrun's interpreter argument, kept only to match its command line.
     A clean ``sys.exit(0)`` is a normal return (the agent needs the return value); any other
-    exit status or exception ends the worker as it would end the interpreter.
+    exit status passes on as it is, and an uncaught exception ends the worker as it ends the
+    interpreter (:func:`_die_uncaught`), never through torchelastic's fork wrapper.
     """
-    module, entry, args = _split_command(cmd_args)
-    _reset_inherited_state()  # before the record: a recorded rank is a signalable rank
-    record_pid([python, *cmd_args])
-    sys.argv = [entry, *args]
-    run: Callable[[], object]
-    if module:
-        sys.path[0] = os.getcwd()
-        run = functools.partial(runpy.run_module, entry, run_name="__main__", alter_sys=True)
-    else:
-        sys.path[0] = os.path.dirname(os.path.abspath(entry))
-        run = functools.partial(runpy.run_path, entry, run_name="__main__")
     try:
+        module, entry, args = _split_command(cmd_args)
+        _reset_inherited_state()  # before the record: a recorded rank is a signalable rank
+        record_pid([python, *cmd_args])
+        sys.argv = [entry, *args]
+        run: Callable[[], object]
+        if module:
+            sys.path[0] = os.getcwd()
+            run = functools.partial(runpy.run_module, entry, run_name="__main__", alter_sys=True)
+        else:
+            sys.path[0] = os.path.dirname(os.path.abspath(entry))
+            run = functools.partial(runpy.run_path, entry, run_name="__main__")
         run()
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            raise
+            raise  # torchelastic's ``record`` passes a failing exit status on, writing nothing
+    except BaseException as exc:  # every uncaught exception ends the rank here
+        _die_uncaught(exc)
     finally:
         spawn_hook_call("_note_exit")  # the worker ends in os._exit: no atexit runs
         _flush()
+
+
+def _die_uncaught(exc: BaseException) -> NoReturn:
+    """End as ``python ENTRY`` ends on an uncaught exception: its traceback on stderr, then
+    exit status 1 (a ``KeyboardInterrupt``: death by SIGINT).
+
+    Letting it escape instead would reach torchelastic's fork wrapper, ``_wrap``, whose
+    ``record`` rewrites the rank's error file *in place* (torch's ``ErrorHandler`` opens it
+    with "w", truncating the workload's whole file, then dumps). A rank the agent stops inside
+    that write (it SIGTERMs the others as soon as one fails) leaves the file empty, and
+    ``ProcessFailure`` re-raises the ``JSONDecodeError``: the agent crashes and every rank's
+    exit status and message are lost. An exec'd rank has no such second writer.
+    """
+    sys.excepthook(type(exc), exc, exc.__traceback__)
+    if isinstance(exc, KeyboardInterrupt):
+        spawn_hook_call("_note_exit")
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    raise SystemExit(1) from None
 
 
 def _flush() -> None:

@@ -275,3 +275,23 @@ def test_a_failure_torchelastic_sees_first_still_lists_every_worker(
     )
     result = MultiprocessContext._poll(ctx)  # type: ignore[arg-type]
     assert {r: f.exitcode for r, f in result.failures.items()} == {0: -signal.SIGTERM, 1: 1}
+
+
+@pytest.mark.cpu
+@pytest.mark.parametrize("lane", ["warm", "cli"])
+def test_a_failing_ranks_error_file_is_written_whole_or_not_at_all(
+    warm_launch: Launcher, torchrun_group, allreduce_script: Path, lane: str
+) -> None:
+    """A rank caught (here: killed for certain) inside an in-place write of its error file
+    leaves it empty, and torchelastic's agent crashes reading it. The workload writes it
+    atomically; nothing else in a rank of either lane may write it in place."""
+    launch = {"warm": warm_launch, "cli": torchrun_group.run_spec}[lane]
+    env = {**misbehaviour_env("raise"), "ALLREDUCE_BYSTANDER": "wait"}
+    env["ALLREDUCE_STOP_IN_PLACE_WRITES"] = "1"
+    result = launch(LaunchSpec(entry=allreduce_script, env=env, deadline_s=60, name=lane))
+    report = result.report()
+    assert not any("crashed reading" in note for note in result.notes), report
+    assert result.first_failure is not None and result.first_failure.rank == 1, report
+    assert result.rank(1).status.startswith(MISBEHAVIOURS["raise"].statuses), report
+    assert result.rank(1).error == "RuntimeError: rank 1 fails on purpose", report
+    assert result.rank(0).status == "killed by SIGTERM", report

@@ -4,6 +4,9 @@ ALLREDUCE_MISBEHAVE=<rank>:<how> with how in exit3 | raise | sigkill | hang. The
 then meet it in a barrier (and fail on its closed connection), or, with ALLREDUCE_BYSTANDER=wait,
 block outside any collective until their agent stops them; with ALLREDUCE_BYSTANDER=torn they
 first leave their torchelastic error file empty, as a rank stopped inside ``@record`` would.
+ALLREDUCE_STOP_IN_PLACE_WRITES=1: a rank dies (SIGKILL) the instant anything opens its error
+file to write it in place, leaving it empty: what the agent's SIGTERM does to a rank caught
+inside such a write, made certain instead of a matter of timing.
 """
 
 import json
@@ -17,8 +20,28 @@ import torch.distributed as dist
 from zephon_chaos.workload.error_file import record
 
 
+def _stop_in_place_error_file_writes() -> None:
+    """Die leaving the error file empty when it is opened for writing under its own name (an
+    atomic writer opens a temporary and renames it over the file: that is never caught)."""
+    path = os.path.abspath(os.environ["TORCHELASTIC_ERROR_FILE"])
+    writes = os.O_WRONLY | os.O_RDWR
+    caught: list[str] = []
+
+    def hook(event: str, args: tuple) -> None:
+        if event != "open" or caught or not isinstance(args[0], (str, os.PathLike)):
+            return
+        if os.path.abspath(args[0]) == path and args[2] & writes:
+            caught.append(path)
+            with open(path, "wb"):  # what the in-place write's own open leaves: an empty file
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    sys.addaudithook(hook)
+
+
 @record
 def main() -> None:
+    if os.environ.get("ALLREDUCE_STOP_IN_PLACE_WRITES") == "1":
+        _stop_in_place_error_file_writes()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     value = torch.tensor([float(rank)])
