@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.spec import LAUNCH_PATHS, LaunchPath
+from zephon_chaos.scenario_rules import Refusal, violations
 from zephon_chaos.workload.spec import (
     AGGREGATIONS,
     FORMATS,
@@ -70,6 +71,9 @@ class Phase:
     retry: Retry = "none"
     """After a failed checkpoint: raise (none), retry with every rank (lockstep), or each rank
     alone (independent); see ``WorkloadSpec.retry``."""
+    hosts: int = 1
+    """> 1: the ranks spread evenly over that many hosts, each a network namespace with an
+    agent of its own (``launch.netns``, needs root); with ``launch`` c10d or static."""
 
     @property
     def restore_point(self) -> CheckpointAt | None:
@@ -116,59 +120,22 @@ class Scenario:
             _check(ph.steps >= 0, f"{where}.steps", "must be non-negative")
             _check(ph.launch in LAUNCH_PATHS, f"{where}.launch", f"one of {LAUNCH_PATHS}")
             _check(ph.retry in RETRIES, f"{where}.retry", f"one of {RETRIES}")
-            for j, c in enumerate(ph.checkpoints):
-                _check(
-                    c.step >= 0 and c.extra >= 0 and (c.step, c.extra) <= (ph.steps, 0),
-                    f"{where}.checkpoints[{j}]",
-                    f"must lie within the phase's {ph.steps} steps",
-                )
-            if i < len(self.phases) - 1 and not ph.expect_failure and not ph.rank_faults:
-                _check(
-                    ph.restore_point is not None,
-                    f"{where}.checkpoints",
-                    "a phase followed by another must checkpoint (the next one restores from it)",
-                )
-            self._validate_topology(i)
+            _check(
+                ph.hosts == 1
+                or (ph.hosts > 1 and ph.launch != "standalone" and ph.world_size % ph.hosts == 0),
+                f"{where}.hosts",
+                "must be 1, or more hosts that divide world_size, with launch c10d or static",
+            )
+            _check(
+                ph.canonical_replicas is None or ph.canonical_replicas >= 1,
+                f"{where}.canonical_replicas",
+                "must be at least 1 (or absent: the pipeline's)",
+            )
+        # What a launch may carry given its place: one model, shared with the strategies
+        # and the explorer's polishing (``scenario_rules``).
+        for v in violations(self):
+            _check(False, v.field, v.text)
         return self
-
-    def _validate_topology(self, i: int) -> None:
-        """Checks that need the phase's lanes: refusals announced, checkpoints collective."""
-        ph, where = self.phases[i], f"phases[{i}]"
-        c = self.canonical_replicas(i)
-        if ph.world_size > c:
-            _check(
-                ph.expect_failure,
-                f"{where}.world_size",
-                f"{ph.world_size} ranks exceed canonical_replicas={c}, which Zephon refuses; "
-                "set expect_failure (and expect_error) to check the refusal",
-            )
-            return
-        for j, f in enumerate(ph.rank_faults):
-            _check(
-                0 <= f.rank < ph.world_size,
-                f"{where}.rank_faults[{j}].rank",
-                f"must name a rank of the phase's {ph.world_size}",
-            )
-            _check(
-                0 <= f.at_step <= ph.steps,
-                f"{where}.rank_faults[{j}].at_step",
-                f"must lie within the phase's {ph.steps} steps",
-            )
-        order = sorted(range(len(ph.checkpoints)), key=lambda j: astuple(ph.checkpoints[j]))
-        for rank in range(ph.world_size):
-            per = max(1, len(lanes_of(rank, ph.world_size, c, self.pipeline.mapping)))
-            seen: dict[int, int] = {}
-            for j in order:
-                cp = ph.checkpoints[j]
-                mark = cp.step * per + min(cp.extra, per)
-                _check(
-                    mark not in seen,
-                    f"{where}.checkpoints[{j}]",
-                    f"falls on the same batch as checkpoints[{seen.get(mark)}] on rank {rank} "
-                    f"({per} lane(s) a step), so ranks would checkpoint a different number of "
-                    "times; drop one or move it",
-                )
-                seen[mark] = j
 
     def canonical_replicas(self, i: int) -> int:
         """C of phase ``i``: its own override, else the pipeline's."""
@@ -327,7 +294,23 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
     phases = tuple(_phase_from(p, f"{where}.phases[{i}]") for i, p in enumerate(phases_raw))
     optional = ("persist_format", "run_id_policy", "plant", "name", "backend")
     rest = {k: raw[k] for k in optional if k in raw}
-    return Scenario(data=data, pipeline=pipeline, phases=phases, version=SCENARIO_VERSION, **rest)
+    scenario = Scenario(
+        data=data, pipeline=pipeline, phases=phases, version=SCENARIO_VERSION, **rest
+    )
+    unnamed = [isinstance(p, dict) and "expect_error" not in p for p in phases_raw]
+    return _with_refusal_errors(scenario, unnamed)
+
+
+def _with_refusal_errors(scenario: Scenario, unnamed: list[bool]) -> Scenario:
+    """Files written before ``expect_error`` existed (their refusals were all G > C): such a
+    refusal expects Zephon's own error."""
+    phases = tuple(
+        replace(ph, expect_error=Refusal.MORE_RANKS_THAN_LANES.value)
+        if unnamed[i] and ph.expect_failure and ph.world_size > scenario.canonical_replicas(i)
+        else ph
+        for i, ph in enumerate(scenario.phases)
+    )
+    return scenario.with_(phases=phases)
 
 
 def _phase_from(raw: Any, where: str) -> Phase:

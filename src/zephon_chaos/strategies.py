@@ -22,8 +22,11 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
-from zephon_chaos.lanes import lanes_of
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario_rules import FOLLOWER_POINTS, LEADER_POINTS, lanes_per_rank, normalised
+from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
+from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
+from zephon_chaos.scenario_rules import collective as collective  # re-exported
 from zephon_chaos.workload.spec import (
     RETRIES,
     ROUND_PHASES,
@@ -37,10 +40,6 @@ from zephon_chaos.workload.spec import (
 
 Tier = Literal["inproc", "torchrun"]
 TIERS: tuple[Tier, ...] = ("inproc", "torchrun")
-REFUSAL_ERROR = "must be >= dp_degree"
-"""What Zephon says when a launch has more ranks than canonical lanes (G > C)."""
-RUN_DRY_STEPS = 10_000
-"""Steps of a last phase over finite data: more than any dataset here holds, so it runs dry."""
 THREAD_FAULTS = ("raise",)
 PROCESS_FAULTS = ("raise", "exit", "sigkill", "sigterm")
 """Simplest first. ``sigstop`` (a hang) and ``kill_agent`` are left to targeted tests."""
@@ -49,8 +48,8 @@ STORE_TOXICS = ("latency", "down", "reset_peer")
 ``timeout`` toxic (a link that stalls) is left out: it hangs any lockstep checkpoint to the
 launch deadline, a known Zephon defect pinned by a strict xfail in test_faults_store.py."""
 LATENCIES_MS = (10, 50, 200)
-LEADER_PHASES = ("announce", "outcome")
-FOLLOWER_PHASES = ("ack",)
+LEADER_PHASES = LEADER_POINTS
+FOLLOWER_PHASES = FOLLOWER_POINTS
 STORE_FAULT_TIMEOUT_S = 2.0
 """``aggregate_timeout_s`` of a scenario with link faults: a failing round ends in seconds."""
 LAUNCH_CHOICES = ("standalone", "static", "c10d")
@@ -158,33 +157,6 @@ def pipeline_specs(
     )
 
 
-def lanes_per_rank(world_size: int, canonical_replicas: int, mapping: str) -> list[int]:
-    return [
-        max(1, len(lanes_of(r, world_size, canonical_replicas, mapping))) for r in range(world_size)
-    ]
-
-
-def collective(
-    checkpoints: list[CheckpointAt], world_size: int, canonical_replicas: int, mapping: str
-) -> tuple[CheckpointAt, ...]:
-    """Drop checkpoints that fall on the same batch as an earlier one on some rank.
-
-    Such a pair would make ranks checkpoint a different number of times (the scenario model
-    refuses it); dropping rather than filtering keeps shrinking smooth.
-    """
-    per = lanes_per_rank(world_size, canonical_replicas, mapping)
-    kept: list[CheckpointAt] = []
-    seen: list[set[int]] = [set() for _ in per]
-    for c in sorted(set(checkpoints), key=lambda c: (c.step, c.extra)):
-        marks = [c.step * p + min(c.extra, p) for p in per]
-        if any(m in s for m, s in zip(marks, seen, strict=True)):
-            continue
-        for m, s in zip(marks, seen, strict=True):
-            s.add(m)
-        kept.append(c)
-    return tuple(kept)
-
-
 def _phase(
     draw: st.DrawFn,
     *,
@@ -220,31 +192,12 @@ def _phase(
                     action=draw(_one_of(actions)),
                 )
             )
-    if world > c:
-        return Phase(
-            world_size=world,
-            steps=1,
-            launch=launch,  # type: ignore[arg-type]
-            expect_failure=True,
-            expect_error=REFUSAL_ERROR,
-        )
-    checkpoints = collective(wanted, world, c, mapping)
-    if (
-        world < 2
-        or pipeline.aggregation != "store"
-        or pipeline.runner == "process"
-        or pipeline.mtp_mode
-    ):
-        # A link fault needs store traffic to act on (one rank never contacts the store) and
-        # the round written by the rank's own process, where its interposer is (worker
-        # processes and the MTP child write their own).
-        link_faults, retry = (), "none"
-    if link_faults:
-        drawn_faults = []  # with a crash as well, neither verdict would be clear
+    # Drawn as is: ``scenario_rules.normalised`` makes the scenario obey the rules (a launch
+    # with more ranks than lanes becomes a refusal, a link fault no round can time goes).
     return Phase(
         world_size=world,
         steps=steps,
-        checkpoints=checkpoints,
+        checkpoints=tuple(wanted),
         launch=launch,  # type: ignore[arg-type]
         rank_faults=tuple(drawn_faults),
         proxy_faults=link_faults,
@@ -261,49 +214,19 @@ def _store_faults(draw: st.DrawFn, world: int) -> tuple[tuple[ProxyFault, ...], 
         return (), "none"
     toxic = draw(_one_of(STORE_TOXICS))
     at = draw(_one_of(("start", *ROUND_PHASES)))
+    # Any rank: normalising moves it to one that writes the point (rank 0 for the leader's).
     rank = draw(_ints(0, 3)) % max(1, world)
     attributes = {"latency": draw(_one_of(LATENCIES_MS))} if toxic == "latency" else {}
     if toxic == "reset_peer":
         attributes = {"timeout": 0}
-        at = at if at != "start" else ROUND_PHASES[0]  # a reset at start resets nothing
-    if at in LEADER_PHASES:
-        rank = 0  # only the leader (global rank 0) announces a round and publishes its outcome
-    elif at in FOLLOWER_PHASES:
-        rank = 1 + rank % max(1, world - 1)  # only followers acknowledge
     retry = draw(_one_of(RETRIES))
     return (ProxyFault(rank=rank, toxic=toxic, attributes=attributes, at=at),), retry
 
 
 def settled(scenario: Scenario) -> Scenario:
-    """``scenario`` with the rules that depend on a launch's place applied again (see
-    ``_settle``): for scenarios edited after generation, such as the explorer's polishing."""
-    finite = any(src.exhausted == "stop" for src in scenario.data.sources)
-    return scenario.with_(phases=_settle(list(scenario.phases), finite))
-
-
-def _settle(phases: list[Phase], finite: bool) -> tuple[Phase, ...]:
-    """What depends on a phase's place: a launch followed by another checkpoints (at its end
-    if it drew no checkpoint); over finite data the last one runs dry and none has faults (a
-    rank whose data ran out never reaches its fault); a restored launch that checkpoints
-    before its first batch has no link faults."""
-    out = []
-    for i, ph in enumerate(phases):
-        if ph.expect_failure:
-            out.append(ph)
-            continue
-        last = i == len(phases) - 1
-        if finite:
-            ph = replace(ph, rank_faults=())
-        if not last and not ph.checkpoints and not ph.rank_faults:
-            ph = replace(ph, checkpoints=(CheckpointAt(ph.steps),))
-        if not ph.checkpoints or (i > 0 and CheckpointAt(0) in ph.checkpoints):
-            # A link fault is timed by a round: none without a checkpoint, and none when a
-            # restored launch checkpoints before its first batch (a known Zephon defect).
-            ph = replace(ph, proxy_faults=(), retry="none")
-        if last and finite:
-            ph = replace(ph, steps=RUN_DRY_STEPS)
-        out.append(ph)
-    return tuple(out)
+    """``scenario`` made to obey the scenario rules (``scenario_rules.normalised``): what the
+    strategies apply to every draw, for scenarios edited after generation (polishing)."""
+    return normalised(scenario)
 
 
 @st.composite
@@ -350,7 +273,7 @@ def scenarios(
         )
         if len(drawn) >= max_phases or draw(_MORE) == "stop":
             break
-    scenario = settled(
+    scenario = normalised(
         Scenario(
             data=data,
             pipeline=pipeline,
@@ -361,7 +284,7 @@ def scenarios(
             name="generated",
         )
     )
-    if any(ph.proxy_faults for ph in scenario.phases):  # those settling left in place
+    if any(ph.proxy_faults for ph in scenario.phases):  # those normalising left in place
         scenario = scenario.with_(
             pipeline=replace(pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,11 +12,25 @@ import pytest
 from zephon_chaos.scenario import (
     SCENARIO_VERSION,
     Phase,
+    ProxyFault,
     Scenario,
     ScenarioError,
     checkpoints_before_faults,
 )
-from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
+from zephon_chaos.scenario_rules import (
+    CHANGED_C_ERROR,
+    REFUSAL_ERROR,
+    RUN_DRY_STEPS,
+    normalised,
+    violations,
+)
+from zephon_chaos.workload.spec import (
+    CheckpointAt,
+    DataSpec,
+    PipelineSpec,
+    RankFault,
+    SourceSpec,
+)
 
 
 def two_phases(**pipeline: object) -> Scenario:
@@ -162,9 +178,199 @@ def test_a_refused_phase_hands_on_nothing() -> None:
         pipeline=PipelineSpec(canonical_replicas=2),
         phases=(
             Phase(1, 1, (CheckpointAt(0, 1),)),
-            Phase(3, 1, expect_failure=True),
+            Phase(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
             Phase(2, 1),
         ),
     ).validate()
     assert scenario.restore_index(1) is None
     assert scenario.reference_steps >= 2
+
+
+# ---- one validity model: the explorer's false findings are refused or normalised ---------
+
+
+def _store_pair(*first_faults: ProxyFault, world: tuple[int, int] = (2, 2), **first) -> Scenario:
+    """Two launches aggregating through the store, the first with link faults."""
+    return Scenario(
+        pipeline=PipelineSpec(canonical_replicas=4),
+        phases=(
+            Phase(world[0], 2, (CheckpointAt(1),), proxy_faults=first_faults, **first),
+            Phase(world[1], 2),
+        ),
+    )
+
+
+RESET = {"timeout": 0}
+REFUSED_OR_REPAIRED = {
+    # refusal.accepted.same-size.boundary: polishing moved a rank and kept the flag.
+    "accepted-launch-flagged": (
+        Scenario(
+            pipeline=PipelineSpec(canonical_replicas=3),
+            phases=(
+                Phase(3, 2, (CheckpointAt(1),)),
+                Phase(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
+            ),
+        ),
+        "phases[1].expect_failure",
+    ),
+    # refusal.accepted.no-resume.no-resume: 1, 2 and 5 ranks over C=1, all flagged.
+    "first-launch-flagged": (
+        Scenario(
+            pipeline=PipelineSpec(canonical_replicas=1),
+            phases=tuple(
+                Phase(g, 1, expect_failure=True, expect_error=REFUSAL_ERROR) for g in (1, 2, 5)
+            ),
+        ),
+        "phases[0].expect_failure",
+    ),
+    # checkpoint.other.resized.boundary: a link fault on one rank, which never uses the store.
+    "link-fault-on-one-rank": (
+        _store_pair(ProxyFault(0, "reset_peer", RESET, at="announce"), world=(1, 2)),
+        "phases[0].proxy_faults: no round can time a link fault: one rank",
+    ),
+    "refusal-unflagged": (
+        Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(3, 1),)),
+        "phases[0].world_size",
+    ),
+    "refusal-without-its-error": (
+        Scenario(
+            pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(3, 1, expect_failure=True),)
+        ),
+        "phases[0].expect_error",
+    ),
+    "refusal-with-a-checkpoint": (
+        Scenario(
+            pipeline=PipelineSpec(canonical_replicas=2),
+            phases=(
+                Phase(3, 1, (CheckpointAt(1),), expect_failure=True, expect_error=REFUSAL_ERROR),
+            ),
+        ),
+        "phases[0].checkpoints",
+    ),
+    "changed-C-unflagged": (
+        Scenario(
+            pipeline=PipelineSpec(canonical_replicas=2),
+            phases=(Phase(2, 2, (CheckpointAt(1),)), Phase(2, 2, canonical_replicas=4)),
+        ),
+        "phases[1].canonical_replicas",
+    ),
+    "leader-point-on-a-follower": (
+        _store_pair(ProxyFault(1, "down", at="outcome")),
+        "phases[0].proxy_faults[0].rank: only the leader",
+    ),
+    "follower-point-on-the-leader": (
+        _store_pair(ProxyFault(0, "down", at="ack")),
+        "phases[0].proxy_faults[0].rank: only followers",
+    ),
+    "fault-on-a-missing-rank": (
+        _store_pair(ProxyFault(2, "down", at="shard")),
+        "phases[0].proxy_faults[0].rank: must name a rank",
+    ),
+    "reset-at-start": (
+        _store_pair(ProxyFault(1, "reset_peer", RESET, at="start")),
+        "phases[0].proxy_faults[0].at",
+    ),
+    "round-past-the-checkpoints": (
+        _store_pair(ProxyFault(1, "down", at="shard#2")),
+        "phases[0].proxy_faults[0].at: round 2",
+    ),
+    "link-and-rank-fault": (
+        _store_pair(ProxyFault(1, "down", at="shard"), rank_faults=(RankFault(0, 2, "raise"),)),
+        "phases[0].rank_faults: a launch with a link fault",
+    ),
+    "link-fault-without-store": (
+        _store_pair(ProxyFault(1, "down", at="shard")).with_(
+            pipeline=PipelineSpec(canonical_replicas=4, aggregation="dir")
+        ),
+        "phases[0].proxy_faults: no round",
+    ),
+    "link-fault-at-a-restored-step-0": (
+        Scenario(
+            pipeline=PipelineSpec(canonical_replicas=4),
+            phases=(
+                Phase(2, 2, (CheckpointAt(1),)),
+                Phase(2, 2, (CheckpointAt(0),), proxy_faults=(ProxyFault(1, "down", at="shard"),)),
+            ),
+        ),
+        "phases[1].proxy_faults: no round can time a link fault: a restored launch",
+    ),
+    "retry-without-a-link-fault": (
+        Scenario(phases=(Phase(1, 2, (CheckpointAt(1),), retry="lockstep"),)),
+        "phases[0].retry",
+    ),
+    "rank-fault-over-finite-data": (
+        Scenario(
+            data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
+            phases=(Phase(1, 3, rank_faults=(RankFault(0, 1, "raise"),)), Phase(1, RUN_DRY_STEPS)),
+        ),
+        "phases[0].rank_faults: over finite data",
+    ),
+    "finite-data-not-run-dry": (
+        Scenario(
+            data=DataSpec(sources=(SourceSpec("a", (200,), exhausted="stop"),), chunk_size=8),
+            phases=(Phase(1, 2),),
+        ),
+        "phases[0].steps",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_OR_REPAIRED))
+def test_a_scenario_outside_the_rules_is_refused_naming_the_field(name: str) -> None:
+    scenario, field = REFUSED_OR_REPAIRED[name]
+    with pytest.raises(ScenarioError, match=re.escape(f"scenario.{field}")):
+        scenario.validate()
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED_OR_REPAIRED))
+def test_normalising_brings_it_inside_the_rules_and_then_changes_nothing(name: str) -> None:
+    scenario, _ = REFUSED_OR_REPAIRED[name]
+    fixed = normalised(scenario).validate()
+    assert violations(fixed) == []
+    assert normalised(fixed) == fixed
+
+
+def test_normalising_rederives_refusals_from_the_rule() -> None:
+    scenario, _ = REFUSED_OR_REPAIRED["first-launch-flagged"]
+    fixed = normalised(scenario)
+    assert [ph.expect_failure for ph in fixed.phases] == [False, True, True]
+    assert fixed.phases[0].expect_error == ""
+    assert all(ph.expect_error == REFUSAL_ERROR for ph in fixed.phases[1:])
+    same_size, _ = REFUSED_OR_REPAIRED["accepted-launch-flagged"]
+    assert not normalised(same_size).phases[1].expect_failure
+
+
+def test_normalising_drops_a_link_fault_no_round_can_time() -> None:
+    scenario, _ = REFUSED_OR_REPAIRED["link-fault-on-one-rank"]
+    first = normalised(
+        scenario.with_(phases=(replace(scenario.phases[0], retry="lockstep"), scenario.phases[1]))
+    )
+    assert first.phases[0].proxy_faults == () and first.phases[0].retry == "none"
+
+
+def test_normalising_moves_a_fault_to_a_rank_that_writes_its_point() -> None:
+    leader, _ = REFUSED_OR_REPAIRED["leader-point-on-a-follower"]
+    follower, _ = REFUSED_OR_REPAIRED["follower-point-on-the-leader"]
+    assert normalised(leader).phases[0].proxy_faults[0].rank == 0
+    assert normalised(follower).phases[0].proxy_faults[0].rank == 1
+
+
+def test_a_changed_c_at_restore_is_a_refusal_with_zephons_error() -> None:
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(
+            Phase(2, 2, (CheckpointAt(1),)),
+            Phase(2, 2, canonical_replicas=4, expect_failure=True, expect_error=CHANGED_C_ERROR),
+        ),
+    )
+    assert scenario.validate() is scenario
+
+
+def test_a_refusal_in_a_file_without_expect_error_expects_zephons_error(tmp_path: Path) -> None:
+    """Files written before ``expect_error`` existed still load, checking Zephon's refusal."""
+    raw = json.loads(two_phases().to_json())
+    raw["phases"][1]["checkpoints"] = [{"step": 1}]
+    raw["phases"].append({"world_size": 9, "steps": 1, "expect_failure": True})
+    path = tmp_path / "old-refusal.json"
+    path.write_text(json.dumps(raw))
+    assert Scenario.load(path).phases[2].expect_error == REFUSAL_ERROR

@@ -5,9 +5,11 @@ Hypothesis shrinks choice sequences; some simplifications need two choices to mo
 short. This pass tries scenario-level simplifications (drop a launch, a checkpoint or a
 fault; move a rank from one launch to another; lower C, steps, world sizes; plainer data
 and pipeline settings) and keeps each one that still fails with the same signature and is
-smaller by :func:`size_key`, until none helps or the time is up. Each candidate gets the
-strategies' place-dependent rules again (``strategies.settled``), so polishing never leaves
-the space the strategies generate (a last launch over finite data runs dry, say).
+smaller by :func:`size_key`, until none helps or the time is up. Each candidate is made to
+obey the scenario rules the strategies build with (``scenario_rules.normalised``: a launch
+given more ranks than lanes becomes a refusal, a link fault on a launch of one rank goes, a
+last launch over finite data runs dry), so polishing never leaves the space the strategies
+generate nor produces a scenario validation refuses.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from zephon_chaos.explore.findings import size_key
-from zephon_chaos.scenario import Phase, Scenario, ScenarioError
-from zephon_chaos.strategies import settled
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario_rules import normalised
 from zephon_chaos.workload.spec import DataSpec, PipelineSpec
 
 Judge = Callable[[Scenario], str | None]
@@ -42,8 +44,16 @@ def _clamped(ph: Phase, steps: int) -> Phase:
     return replace(ph, steps=steps, checkpoints=cps, rank_faults=faults)
 
 
+def normalised_candidates(s: Scenario) -> Iterator[Scenario]:
+    """The candidates as polishing judges them: each made to obey the scenario rules, then
+    validated (a ``ScenarioError`` here is a gap in ``normalised``, not a candidate to skip)."""
+    for cand in candidates(s):
+        yield normalised(cand).validate()
+
+
 def candidates(s: Scenario) -> Iterator[Scenario]:
-    """Simpler neighbours of ``s``, the biggest simplifications first (some are invalid)."""
+    """Simpler neighbours of ``s``, the biggest simplifications first (raw: moving a rank
+    may leave a refusal unflagged until :func:`normalised_candidates` re-derives it)."""
     phases = list(s.phases)
     for i in range(len(phases)):
         if len(phases) > 1:
@@ -102,17 +112,10 @@ def polish(scenario: Scenario, sig: str, judge: Judge, deadline: float) -> Scena
     improved = True
     while improved and time.monotonic() < deadline:
         improved = False
-        for cand in candidates(best):
+        for cand in normalised_candidates(best):
             if time.monotonic() >= deadline:
                 break
-            # Keep what the strategies guarantee by a launch's place: dropping the last launch
-            # must not leave a launch over finite data that stops before the data runs out.
-            cand = settled(cand)
             if size_key(cand) >= size_key(best):
-                continue
-            try:
-                cand = cand.validate()
-            except ScenarioError:
                 continue
             if judge(cand) == sig:
                 best, improved = cand, True

@@ -1,0 +1,450 @@
+"""The one validity model of a scenario: what a launch may carry, given its place.
+
+Two views of the same predicates: :func:`violations` lists what a scenario breaks (each a
+:class:`Violation` naming the field; ``Scenario.validate`` raises the first), and
+:func:`normalised` repairs what can be derived (a launch with more ranks than lanes is a
+refusal, a link fault no round can time is dropped, ...). The strategies build every
+scenario through ``normalised``, and the explorer's polishing normalises each candidate, so
+generation, shrinking, polishing and loading a file all obey the rules written here once.
+
+Rules, per launch ``i`` (C: its canonical_replicas):
+
+* refusal: ``expect_failure`` exactly when Zephon refuses the launch: more ranks than C, or a
+  C other than that of the checkpoint it restores; such a launch runs one step, takes no
+  checkpoint, carries no fault and names Zephon's error in ``expect_error``;
+* a launch followed by another checkpoints (the next restores from it), unless a rank fault
+  ends it; checkpoints lie within its steps and are collective on every rank;
+* rank faults name a rank of the launch and a step within it; none over finite data (a rank
+  whose data ran out never reaches its fault), and none beside a link fault;
+* link faults (``proxy_faults``) only where a checkpoint round can time them: two or more
+  ranks, aggregation ``store``, a runner other than ``process``, no ``mtp_mode``, at least
+  one checkpoint, and not a restored launch that checkpoints before its first batch; the
+  leader-only points (announce, outcome) on rank 0, the follower-only one (ack) elsewhere;
+  a ``reset_peer`` at a round point (at start it resets nothing); the n-th round at most the
+  launch's checkpoint count; a retry policy only with a link fault;
+* over finite data the last launch can run dry (it would otherwise stop with lanes out of
+  step, which the batch oracle cannot compare).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import astuple, dataclass, replace
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from zephon_chaos.lanes import lanes_of
+from zephon_chaos.workload.spec import ROUND_PHASES, CheckpointAt, DataSpec
+
+if TYPE_CHECKING:
+    from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+
+REFUSAL_ERROR = "must be >= dp_degree"
+"""What Zephon says when a launch has more ranks than canonical lanes (G > C)."""
+CHANGED_C_ERROR = "canonical_replicas changed"
+"""What Zephon says when a launch restores a checkpoint taken with another C."""
+RUN_DRY_STEPS = 10_000
+"""Steps of a last launch over finite data: more than any generated dataset holds."""
+LEADER_POINTS = ("announce", "outcome")
+"""Round points only the leader (global rank 0) writes."""
+FOLLOWER_POINTS = ("ack",)
+"""Round points only followers write."""
+STREAMS = ("upstream", "downstream")
+
+
+class Refusal(Enum):
+    """Why Zephon refuses a launch; the value is the fragment its error contains."""
+
+    MORE_RANKS_THAN_LANES = REFUSAL_ERROR
+    CHANGED_C = CHANGED_C_ERROR
+
+
+class NoRound(Enum):
+    """Why no checkpoint round of a launch can time a link fault."""
+
+    ONE_RANK = "one rank never contacts the store"
+    NOT_STORE = "aggregation is not 'store', so no rank talks to torchrun's store"
+    PROCESS_RUNNER = "worker processes write the round, not the rank whose link is faulted"
+    MTP_MODE = "the MTP child writes the round, not the rank whose link is faulted"
+    NO_CHECKPOINT = "the launch takes no checkpoint, so it runs no round"
+    RESTORED_STEP_ZERO = (
+        "a restored launch that checkpoints before its first batch runs no round "
+        "(a known Zephon defect)"
+    )
+
+    @property
+    def about_checkpoints(self) -> bool:
+        """Curable by the launch's checkpoints, not its world or pipeline."""
+        return self in (NoRound.NO_CHECKPOINT, NoRound.RESTORED_STEP_ZERO)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule a scenario breaks: the field (``phases[1].proxy_faults[0].rank``) and why."""
+
+    field: str
+    text: str
+
+
+# ---- predicates: the rules, written once ----------------------------------------------
+
+
+def is_finite(data: DataSpec) -> bool:
+    """Some source stops when it runs out (``exhausted: stop``)."""
+    return any(src.exhausted == "stop" for src in data.sources)
+
+
+def lanes_per_rank(world_size: int, canonical_replicas: int, mapping: str) -> list[int]:
+    return [
+        max(1, len(lanes_of(r, world_size, canonical_replicas, mapping))) for r in range(world_size)
+    ]
+
+
+def restored_c(s: Scenario, i: int) -> int | None:
+    """C of the checkpoint launch ``i`` restores (the last one handed on before it), if any."""
+    for j in range(i - 1, -1, -1):
+        if s.restore_index(j) is not None:
+            return s.canonical_replicas(j)
+    return None
+
+
+def refusal(s: Scenario, i: int) -> Refusal | None:
+    """Why Zephon refuses launch ``i``, or None when it accepts it."""
+    c = s.canonical_replicas(i)
+    if s.phases[i].world_size > c:
+        return Refusal.MORE_RANKS_THAN_LANES
+    before = restored_c(s, i)
+    if before is not None and before != c:
+        return Refusal.CHANGED_C
+    return None
+
+
+def no_round(s: Scenario, i: int) -> NoRound | None:
+    """Why launch ``i`` cannot carry a link fault; world and pipeline reasons first."""
+    ph, p = s.phases[i], s.pipeline
+    if ph.world_size < 2:
+        return NoRound.ONE_RANK
+    if p.aggregation != "store":
+        return NoRound.NOT_STORE
+    if p.runner == "process":
+        return NoRound.PROCESS_RUNNER
+    if p.mtp_mode:
+        return NoRound.MTP_MODE
+    if not ph.checkpoints:
+        return NoRound.NO_CHECKPOINT
+    restored = any(s.restore_index(j) is not None for j in range(i))
+    if restored and CheckpointAt(0) in ph.checkpoints:
+        return NoRound.RESTORED_STEP_ZERO
+    return None
+
+
+def round_point(at: str) -> tuple[str, int] | None:
+    """``"start"`` → ("start", 0); ``"ack#2"`` → ("ack", 2); None when not a point."""
+    point, _, n = at.partition("#")
+    if point == "start" and not n:
+        return point, 0
+    if point not in ROUND_PHASES or (n and not (n.isdigit() and int(n) >= 1)):
+        return None
+    return point, int(n or 1)
+
+
+def writes_point(point: str, rank: int) -> bool:
+    """Whether ``rank`` writes round point ``point`` (so its interposer can time a fault)."""
+    if point in LEADER_POINTS:
+        return rank == 0
+    if point in FOLLOWER_POINTS:
+        return rank != 0
+    return True
+
+
+def cannot_run_dry(s: Scenario) -> bool:
+    """Over finite data, too few steps in all for any finite source to run out.
+
+    A necessary bound only (a step delivers C microbatches): hand-written scenarios may pick
+    their own step count; generated ones take ``RUN_DRY_STEPS``.
+    """
+    finite = [src.rows() for src in s.data.sources if src.exhausted == "stop"]
+    last = len(s.phases) - 1
+    if not finite or s.phases[last].expect_failure:
+        return False
+    rows = s.reference_steps * s.canonical_replicas(last) * s.data.microbatch
+    return rows < min(finite)
+
+
+def collective(
+    checkpoints: Sequence[CheckpointAt], world_size: int, canonical_replicas: int, mapping: str
+) -> tuple[CheckpointAt, ...]:
+    """Checkpoints without those that fall on an earlier one's batch on some rank.
+
+    Such a pair would make ranks checkpoint a different number of times; dropping rather
+    than filtering keeps shrinking smooth.
+    """
+    kept: list[CheckpointAt] = []
+    for c in sorted(set(checkpoints), key=astuple):
+        if _clash(kept, c, world_size, canonical_replicas, mapping) is None:
+            kept.append(c)
+    return tuple(kept)
+
+
+def _clash(
+    earlier: Sequence[CheckpointAt], c: CheckpointAt, world: int, lanes: int, mapping: str
+) -> tuple[int, int] | None:
+    """(index in ``earlier``, rank) of a checkpoint ``c`` shares a batch with, if any."""
+    for rank, per in enumerate(lanes_per_rank(world, lanes, mapping)):
+        marks = [e.step * per + min(e.extra, per) for e in earlier]
+        mark = c.step * per + min(c.extra, per)
+        if mark in marks:
+            return marks.index(mark), rank
+    return None
+
+
+# ---- the checking view ----------------------------------------------------------------
+
+
+def violations(s: Scenario) -> list[Violation]:
+    """Every rule ``s`` breaks, launch by launch (structure is ``Scenario.validate``'s)."""
+    out: list[Violation] = []
+    for i in range(len(s.phases)):
+        out += _launch_violations(s, i)
+    last = len(s.phases) - 1
+    if is_finite(s.data) and cannot_run_dry(s):
+        out.append(
+            Violation(
+                f"phases[{last}].steps",
+                f"{s.phases[last].steps} steps cannot run the finite data dry, so lanes would "
+                f"stop out of step; give the last launch more steps (say {RUN_DRY_STEPS})",
+            )
+        )
+    return out
+
+
+def _launch_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where = s.phases[i], f"phases[{i}]"
+    c = s.canonical_replicas(i)
+    why = refusal(s, i)
+    if why is not None:
+        yield from _refused_violations(ph, where, why, c, restored_c(s, i))
+        return
+    if ph.expect_failure:
+        yield Violation(
+            f"{where}.expect_failure",
+            f"Zephon accepts this launch ({ph.world_size} rank(s) <= C={c}, C unchanged), so "
+            "it must not be expected to fail",
+        )
+    if ph.expect_error:
+        yield Violation(f"{where}.expect_error", "only a launch expected to fail names an error")
+    yield from _checkpoint_violations(s, i)
+    yield from _rank_fault_violations(s, i)
+    yield from _link_fault_violations(s, i)
+
+
+def _refused_violations(
+    ph: Phase, where: str, why: Refusal, c: int, before: int | None
+) -> Iterator[Violation]:
+    if not ph.expect_failure:
+        if why is Refusal.MORE_RANKS_THAN_LANES:
+            yield Violation(
+                f"{where}.world_size",
+                f"{ph.world_size} ranks exceed canonical_replicas={c}, which Zephon refuses; "
+                f"set expect_failure and expect_error {REFUSAL_ERROR!r} to check the refusal",
+            )
+        else:
+            yield Violation(
+                f"{where}.canonical_replicas",
+                f"C={c} differs from the C={before} of the checkpoint this launch restores, "
+                f"which Zephon refuses; set expect_failure and expect_error {CHANGED_C_ERROR!r}",
+            )
+        return
+    if why.value not in ph.expect_error:
+        yield Violation(
+            f"{where}.expect_error",
+            f"must contain Zephon's refusal {why.value!r} (it is {ph.expect_error!r})",
+        )
+    for name in ("checkpoints", "rank_faults", "proxy_faults"):
+        if getattr(ph, name):
+            yield Violation(f"{where}.{name}", "a refused launch runs nothing, so has none")
+    if ph.retry != "none":
+        yield Violation(f"{where}.retry", "a refused launch takes no checkpoint to retry")
+
+
+def _checkpoint_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where = s.phases[i], f"phases[{i}]"
+    for j, cp in enumerate(ph.checkpoints):
+        if not (cp.step >= 0 and cp.extra >= 0 and (cp.step, cp.extra) <= (ph.steps, 0)):
+            yield Violation(
+                f"{where}.checkpoints[{j}]", f"must lie within the launch's {ph.steps} steps"
+            )
+            return
+    if i < len(s.phases) - 1 and not ph.rank_faults and ph.restore_point is None:
+        yield Violation(
+            f"{where}.checkpoints",
+            "a launch followed by another must checkpoint (the next one restores from it)",
+        )
+    order = sorted(range(len(ph.checkpoints)), key=lambda j: astuple(ph.checkpoints[j]))
+    for k, j in enumerate(order):
+        earlier = [ph.checkpoints[e] for e in order[:k]]
+        hit = _clash(
+            earlier, ph.checkpoints[j], ph.world_size, s.canonical_replicas(i), s.pipeline.mapping
+        )
+        if hit is not None:
+            per = lanes_per_rank(ph.world_size, s.canonical_replicas(i), s.pipeline.mapping)
+            yield Violation(
+                f"{where}.checkpoints[{j}]",
+                f"falls on the same batch as checkpoints[{order[hit[0]]}] on rank {hit[1]} "
+                f"({per[hit[1]]} lane(s) a step), so ranks would checkpoint a different number "
+                "of times; drop one or move it",
+            )
+            return
+
+
+def _rank_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where = s.phases[i], f"phases[{i}]"
+    if ph.rank_faults and is_finite(s.data):
+        yield Violation(
+            f"{where}.rank_faults",
+            "over finite data a rank whose data ran out never reaches its fault; "
+            "use endless sources (exhausted: repeat) or drop the fault",
+        )
+    if ph.rank_faults and ph.proxy_faults:
+        yield Violation(
+            f"{where}.rank_faults",
+            "a launch with a link fault has no rank fault (neither verdict would be clear)",
+        )
+    for j, f in enumerate(ph.rank_faults):
+        if not 0 <= f.rank < ph.world_size:
+            yield Violation(
+                f"{where}.rank_faults[{j}].rank",
+                f"must name a rank of the launch's {ph.world_size}",
+            )
+        if not 0 <= f.at_step <= ph.steps:
+            yield Violation(
+                f"{where}.rank_faults[{j}].at_step",
+                f"must lie within the launch's {ph.steps} steps",
+            )
+
+
+def _link_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where = s.phases[i], f"phases[{i}]"
+    if not ph.proxy_faults:
+        if ph.retry != "none":
+            yield Violation(
+                f"{where}.retry",
+                f"retry {ph.retry!r} needs a link fault to fail a round; without one use 'none'",
+            )
+        return
+    blocked = no_round(s, i)
+    if blocked is not None:
+        yield Violation(f"{where}.proxy_faults", f"no round can time a link fault: {blocked.value}")
+    for j, f in enumerate(ph.proxy_faults):
+        yield from _fault_violations(f, f"{where}.proxy_faults[{j}]", ph)
+
+
+def _fault_violations(f: ProxyFault, where: str, ph: Phase) -> Iterator[Violation]:
+    point = round_point(f.at)
+    if point is None:
+        yield Violation(
+            f"{where}.at",
+            f"{f.at!r} is not 'start' or a round point ({', '.join(ROUND_PHASES)}) with an "
+            "optional '#n' (n >= 1)",
+        )
+        return
+    name, n = point
+    if not 0 <= f.rank < ph.world_size:
+        yield Violation(f"{where}.rank", f"must name a rank of the launch's {ph.world_size}")
+    elif not writes_point(name, f.rank):
+        who = "the leader (rank 0)" if name in LEADER_POINTS else "followers (not rank 0)"
+        yield Violation(f"{where}.rank", f"only {who} write(s) {name!r}: rank {f.rank} never does")
+    if f.stream not in STREAMS:
+        yield Violation(f"{where}.stream", f"must be one of {STREAMS}")
+    if f.toxic == "reset_peer" and name == "start":
+        yield Violation(f"{where}.at", "a reset_peer at start resets nothing: time it by a round")
+    if n > len(ph.checkpoints):
+        yield Violation(
+            f"{where}.at",
+            f"round {n} of {name!r}, but the launch takes {len(ph.checkpoints)} checkpoint(s)",
+        )
+
+
+# ---- the repairing view ---------------------------------------------------------------
+
+
+def normalised(s: Scenario) -> Scenario:
+    """``s`` with everything derivable made to obey the rules, launch by launch.
+
+    What cannot be derived (a bad enum, a world of 0 ranks) is left for ``validate`` to name.
+    """
+    if not s.phases or any(ph.world_size < 1 or ph.steps < 0 for ph in s.phases):
+        return s
+    done: list[Phase] = []
+    for i in range(len(s.phases)):
+        done.append(_normalised_launch(s.with_(phases=(*done, *s.phases[i:])), i))
+    return s.with_(phases=tuple(done))
+
+
+def _normalised_launch(s: Scenario, i: int) -> Phase:
+    """Launch ``i`` of ``s`` (launches before it already normalised) made to obey the rules."""
+    ph = s.phases[i]
+    why = refusal(s, i)
+    if why is not None:
+        error = ph.expect_error if ph.expect_failure and why.value in ph.expect_error else why.value
+        return replace(
+            ph,
+            steps=1,
+            checkpoints=(),
+            rank_faults=(),
+            proxy_faults=(),
+            retry="none",
+            expect_failure=True,
+            expect_error=error,
+        )
+    last, finite = i == len(s.phases) - 1, is_finite(s.data)
+    steps = max(ph.steps, RUN_DRY_STEPS) if last and finite else ph.steps
+    c, mapping = s.canonical_replicas(i), s.pipeline.mapping
+    ph = replace(
+        ph,
+        expect_failure=False,
+        expect_error="",
+        steps=steps,
+        checkpoints=collective(
+            [cp for cp in ph.checkpoints if (cp.step, cp.extra) <= (steps, 0)],
+            ph.world_size,
+            c,
+            mapping,
+        ),
+        rank_faults=()
+        if finite
+        else tuple(f for f in ph.rank_faults if 0 <= f.rank < ph.world_size and f.at_step <= steps),
+        proxy_faults=tuple(_placed(f, ph.world_size) for f in ph.proxy_faults),
+    )
+
+    def here(p: Phase) -> Scenario:
+        return s.with_(phases=(*s.phases[:i], p, *s.phases[i + 1 :]))
+
+    blocked = no_round(here(ph), i)
+    if ph.proxy_faults and (blocked is None or blocked.about_checkpoints):
+        ph = replace(ph, rank_faults=())  # with a crash as well, neither verdict would be clear
+    if not last and not ph.checkpoints and not ph.rank_faults:
+        ph = replace(ph, checkpoints=(CheckpointAt(ph.steps),))
+    rounds = len(ph.checkpoints)
+    faults = tuple(f for f in ph.proxy_faults if (round_point(f.at) or ("", 0))[1] <= rounds)
+    if no_round(here(ph), i) is not None:
+        faults = ()
+    return replace(ph, proxy_faults=faults, retry=ph.retry if faults else "none")
+
+
+def _placed(f: ProxyFault, world: int) -> ProxyFault:
+    """``f`` on a rank that writes its point, and timed by a round when it must be."""
+    point = round_point(f.at)
+    if point is None:
+        return f
+    at = f.at
+    if f.toxic == "reset_peer" and point[0] == "start":
+        at = ROUND_PHASES[0]
+    name = at.partition("#")[0]
+    if name in LEADER_POINTS:
+        rank = 0
+    elif name in FOLLOWER_POINTS:
+        rank = 1 + f.rank % max(1, world - 1)
+    else:
+        rank = f.rank % world
+    return replace(f, rank=rank, at=at)
