@@ -43,9 +43,19 @@ class PhaseRun:
 
     @property
     def restore_index(self) -> int | None:
-        """Index of the last checkpoint every rank completed (what the next phase restores)."""
-        done = [f.index for f in self.checkpoints.facts if not f.failed and f.ok_ranks]
-        return max(done) if done else None
+        """Index of the checkpoint the next phase restores: the last that survived."""
+        return surviving_checkpoint(self.checkpoints.facts)
+
+
+def surviving_checkpoint(facts: list[ckpt_oracle.CheckpointFacts]) -> int | None:
+    """The last checkpoint rank 0 completed (so persisted) that no rank saw fail.
+
+    Rank 0 records a checkpoint as completed only after persisting it; followers may record
+    one that rank 0 never finished (a fault on the leader's link at ``outcome``), and that
+    one has no file to restore from.
+    """
+    done = [f.index for f in facts if not f.failed and 0 in f.ok_ranks]
+    return max(done) if done else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,62 @@
+"""The scenario runner's restore choice: the next launch restores a checkpoint that survived."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zephon_chaos.launch.result import GroupResult
+from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
+from zephon_chaos.runner import PhaseRun, _Resume, surviving_checkpoint
+from zephon_chaos.scenario import Phase
+from zephon_chaos.workload.spec import CheckpointAt, WorkloadSpec
+
+
+def facts(
+    index: int, ok: list[int], failed: tuple[int, ...] = (), lanes: int = 0
+) -> CheckpointFacts:
+    return CheckpointFacts(
+        index=index,
+        ok_ranks=ok,
+        failed={r: "RuntimeError: round failed" for r in failed},
+        digests={r: "d" for r in ok},
+        lane_counts={0: lanes, 1: lanes},
+        covered={r: [0, 1] for r in ok},
+        warned=[],
+    )
+
+
+@pytest.mark.parametrize(
+    ("taken", "expected"),
+    [
+        ([facts(0, [0, 1]), facts(1, [0, 1])], 1),
+        # A fault on the leader's link at 'outcome': followers finished checkpoint 1, rank 0
+        # never did, so never persisted it (launch.CheckpointFileError.resized.boundary).
+        ([facts(0, [0, 1]), facts(1, [1])], 0),
+        ([facts(0, [0, 1]), facts(1, [0], failed=(1,))], 0),
+        ([facts(0, [1])], None),
+        ([], None),
+    ],
+    ids=["all-completed", "leader-never-finished", "a-rank-failed", "none-persisted", "none"],
+)
+def test_the_next_launch_restores_the_last_checkpoint_rank_0_persisted(
+    taken: list[CheckpointFacts], expected: int | None
+) -> None:
+    assert surviving_checkpoint(taken) == expected
+
+
+def test_expected_lane_counts_follow_the_checkpoint_restored(tmp_path: Path) -> None:
+    spec = WorkloadSpec(
+        steps=3, checkpoints=(CheckpointAt(1), CheckpointAt(2)), out_dir=str(tmp_path)
+    )
+    taken = [facts(0, [0, 1], lanes=1), facts(1, [1], lanes=2)]
+    result = GroupResult("g", [1], [], False, 1.0, tmp_path, [])
+    run = PhaseRun(
+        0, Phase(2, 3, spec.checkpoints), spec, result, [], CheckpointVerdict(False, taken)
+    )
+    track = _Resume()
+    assert run.restore_index == 0
+    track.keep(run, run.restore_index)
+    assert track.restore_from == str(spec.checkpoint_path(0))
+    assert track.expected == {0: 1, 1: 1}
