@@ -400,6 +400,6 @@ def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) ->
                 f"phase {i}: checkpoint {j}, before the fault, does not cover all lanes: "
                 f"{f.covered}"
             )
-    if not problems and not Path(run.spec.checkpoint_path(index)).is_file():
+    if not problems and not Path(run.spec.checkpoint_path(index)).exists():  # dcp: a folder
         problems.append(f"phase {i}: rank 0 persisted no checkpoint {index} before the fault")
     return problems

@@ -35,7 +35,7 @@ from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.scenario import Scenario, checkpoints_before_faults
 from zephon_chaos.workload.main import RankHooks, run_rank
-from zephon_chaos.workload.spec import WorkloadSpec
+from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, WorkloadSpec
 
 WORKLOAD_MODULE = "zephon_chaos.workload"
 PROCESS_ONLY_ACTIONS = ("sigkill", "sigterm", "sigstop", "exit", "kill_agent")
@@ -62,6 +62,8 @@ def inproc_refusal(scenario: Scenario) -> str | None:
             "from rank threads they take tens of seconds to start (measured: 26-70 s a launch "
             "on 2 cores) and can stall, so run it with --tier torchrun"
         )
+    if scenario.persist_format in COLLECTIVE_FORMATS:
+        return _collective_refusal("scenario.persist_format", scenario.persist_format)
     for i, ph in enumerate(scenario.phases):
         where = f"scenario.phases[{i}]"
         if ph.launch != "standalone":
@@ -81,6 +83,13 @@ def inproc_refusal(scenario: Scenario) -> str | None:
                 "rank processes and the store; run it with --tier torchrun"
             )
     return None
+
+
+def _collective_refusal(where: str, fmt: str) -> str:
+    return (
+        f"{where}: {fmt!r} persistence saves and loads on every rank together over the process "
+        "group, which rank threads do not have; run it with --tier torchrun"
+    )
 
 
 class _WarningRouter:
@@ -198,6 +207,8 @@ class InprocLauncher:
     def _launch(self, spec: LaunchSpec) -> GroupResult:
         spec_file = Path(spec.args[0])
         wspec = WorkloadSpec.read(spec_file)
+        if wspec.persist_format in COLLECTIVE_FORMATS:
+            raise TierRefusal(_collective_refusal("spec.persist_format", wspec.persist_format))
         world = spec.world_size
         self.launches += 1
         started = time.monotonic()

@@ -12,6 +12,7 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
 from zephon_chaos.validation.model import DEAD, LIVE, SCRATCH, StoreUri, ZephonConfig
+from zephon_chaos.validation.rules import AGGREGATE_COMPRESSORS, AGGREGATE_SERIALIZERS
 
 MIN_CI_EXAMPLES = 200
 """Examples the validation property runs at least, whatever the loaded profile says."""
@@ -98,8 +99,8 @@ def zephon_configs(draw: st.DrawFn) -> ZephonConfig:
         canonical_replicas=c,
         aggregate_store=store,
         aggregate_dir=directory,
-        aggregate_serializer=draw(st.sampled_from([None] * 7 + ["json", "msgpack", "pickle"])),
-        aggregate_compressor=draw(st.sampled_from([None] * 7 + ["none", "zstd", "gzip"])),
+        aggregate_serializer=draw(st.sampled_from([None] * 7 + [*AGGREGATE_SERIALIZERS, "pickle"])),
+        aggregate_compressor=draw(st.sampled_from([None] * 7 + [*AGGREGATE_COMPRESSORS, "gzip"])),
         aggregate_timeout_s=draw(st.sampled_from([0.1, 0.2])),
         mapping_strategy=draw(
             st.sampled_from([None, None, "contiguous", "interleaved", "Interleaved", "diagonal"])

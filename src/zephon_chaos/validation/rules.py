@@ -171,10 +171,9 @@ def _env_store(cfg: ZephonConfig) -> bool:
 
 
 def _codec_ok(cfg: ZephonConfig) -> bool:
-    return cfg.aggregate_serializer in (None, "json", "msgpack") and cfg.aggregate_compressor in (
-        None,
-        "none",
-        "zstd",
+    return (
+        cfg.aggregate_serializer in (None, *AGGREGATE_SERIALIZERS)
+        and cfg.aggregate_compressor in (None, *AGGREGATE_COMPRESSORS)
     )
 
 
@@ -250,11 +249,11 @@ def _neither_distributed(cfg: ZephonConfig) -> int:
 
 
 def _bad_serializer(cfg: ZephonConfig) -> int:
-    return int(cfg.aggregate_serializer not in (None, "json", "msgpack"))
+    return int(cfg.aggregate_serializer not in (None, *AGGREGATE_SERIALIZERS))
 
 
 def _bad_compressor(cfg: ZephonConfig) -> int:
-    return int(cfg.aggregate_compressor not in (None, "none", "zstd"))
+    return int(cfg.aggregate_compressor not in (None, *AGGREGATE_COMPRESSORS))
 
 
 def _bad_master_port(cfg: ZephonConfig) -> int:
@@ -316,6 +315,15 @@ def _mid_window_checkpoint(cfg: ZephonConfig) -> int:
 def _lone_rank(cfg: ZephonConfig) -> int:
     return int(cfg.world_size > 1)
 
+
+AGGREGATE_SERIALIZERS = ("msgpack", "json")
+"""Values ``aggregate_serializer`` accepts, Zephon's default first (``AggregationCodec.__init__``,
+``_internal/checkpoint/_codec.py``; the default in ``RuntimeOptions``)."""
+AGGREGATE_COMPRESSORS = ("zstd", "none")
+"""Values ``aggregate_compressor`` accepts, Zephon's default first (the same check)."""
+SHUTDOWN_MODES = ("graceful", "hard")
+"""``RuntimeOptions.shutdown_mode``, default first; Zephon checks no value (``Engine.close``
+treats anything but ``hard`` as graceful), so these are the two its type names."""
 
 REMOVED_OPTIONS = ("shm_min_size", "coalesce_tensors")
 """Option names ``Pipeline.options`` rejects outright (renamed in an earlier release)."""

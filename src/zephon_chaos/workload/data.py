@@ -78,6 +78,10 @@ def build_pipeline(
         "runner": pipeline.runner,
         "mtp_mode": pipeline.mtp_mode,
         "aggregate_timeout_s": pipeline.aggregate_timeout_s,
+        "aggregate_serializer": pipeline.aggregate_serializer,
+        "aggregate_compressor": pipeline.aggregate_compressor,
+        "prefetch_batches": pipeline.prefetch_batches,
+        "shutdown_mode": pipeline.shutdown_mode,
     }
     if pipeline.runner == "process":
         options["max_workers"] = 2

@@ -25,7 +25,7 @@ from zephon_chaos.workload.data import build_pipeline
 from zephon_chaos.workload.plants import Plant
 from zephon_chaos.workload.records import RecordWriter
 from zephon_chaos.workload.self_faults import signal_self
-from zephon_chaos.workload.spec import RankFault, WorkloadSpec
+from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, RankFault, WorkloadSpec
 
 
 def _aggregation(spec: WorkloadSpec) -> tuple[str | None, str | None]:
@@ -392,7 +392,7 @@ def _checkpoint(
         _write_checkpoint(out, index, after, lane_counts, started, error=error, attempts=attempts)
         raise RuntimeError(f"checkpoint {index} failed after {attempts} attempt(s): {error}")
     assert ckpt is not None
-    if rank == 0:
+    if rank == 0 or spec.persist_format in COLLECTIVE_FORMATS:  # DCP: every rank, together
         persist.save(ckpt, spec.checkpoint_path(index), spec.persist_format)
     _write_checkpoint(
         out, index, after, lane_counts, started, ckpt=ckpt, caught=warned, attempts=attempt

@@ -15,11 +15,18 @@ SPEC_VERSION = 1
 Runner = Literal["inline", "threads", "process"]
 Mapping = Literal["contiguous", "interleaved"]
 Aggregation = Literal["store", "store_explicit", "dir"]
-PersistFormat = Literal["pickle", "torch", "json"]
+PersistFormat = Literal["pickle", "torch", "json", "plain_json", "dcp"]
 RUNNERS: tuple[str, ...] = ("inline", "threads", "process")
 MAPPINGS: tuple[str, ...] = ("contiguous", "interleaved")
 AGGREGATIONS: tuple[str, ...] = ("store", "store_explicit", "dir")
-FORMATS: tuple[str, ...] = ("pickle", "torch", "json")
+FORMATS: tuple[str, ...] = ("pickle", "torch", "json", "plain_json", "dcp")
+"""How a merged checkpoint is persisted: ``json`` keeps Python types through tagged objects;
+``plain_json`` is ``json.dumps`` as recipes write it (tuples become lists, int keys strings);
+``dcp`` is ``torch.distributed.checkpoint`` holding ``{"dataloader": {"zephon": pickle}}``
+as the downstream adapter saves it, collectively on every rank (torchrun only)."""
+COLLECTIVE_FORMATS: tuple[str, ...] = ("dcp",)
+"""Formats every rank persists and loads together, over the process group."""
+_SUFFIXES = {"pickle": "pkl", "torch": "pt", "json": "json", "plain_json": "json", "dcp": "dcp"}
 EXHAUSTION: tuple[str, ...] = ("repeat", "stop")
 Retry = Literal["none", "lockstep", "independent"]
 RETRIES: tuple[str, ...] = ("none", "lockstep", "independent")
@@ -56,6 +63,10 @@ class DataSpec:
 
 @dataclass(frozen=True)
 class PipelineSpec:
+    """The pipeline's runtime options. The aggregation codec, prefetch depth and shutdown
+    mode default to Zephon's own defaults (accepted values: ``validation.rules``), so a
+    scenario file written before they existed means what it meant."""
+
     canonical_replicas: int = 6
     mapping: Mapping = "contiguous"
     runner: Runner = "inline"
@@ -63,6 +74,11 @@ class PipelineSpec:
     aggregation: Aggregation = "store"
     aggregate_timeout_s: float = 30.0
     run_id: str = "zc-run"
+    aggregate_serializer: str = "msgpack"
+    aggregate_compressor: str = "zstd"
+    prefetch_batches: int | None = None
+    """Depth of the pipeline's tail prefetch; None lets Zephon derive it, 0 turns it off."""
+    shutdown_mode: str = "graceful"
 
 
 @dataclass(frozen=True)
@@ -171,8 +187,8 @@ class WorkloadSpec:
         return cls.from_json(Path(path).read_text())
 
     def checkpoint_path(self, index: int) -> Path:
-        suffix = {"pickle": "pkl", "torch": "pt", "json": "json"}[self.persist_format]
-        return Path(self.out_dir) / f"ckpt-{index}.{suffix}"
+        """The file (a directory for ``dcp``) checkpoint ``index`` is persisted to."""
+        return Path(self.out_dir) / f"ckpt-{index}.{_SUFFIXES[self.persist_format]}"
 
 
 _NESTED: dict[str, type] = {

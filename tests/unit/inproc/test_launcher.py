@@ -44,6 +44,20 @@ def test_a_resize_on_a_window_boundary_keeps_global_batches(
     assert [r.result.ok for r in outcome.phases] == [True, True]
 
 
+@pytest.mark.parametrize(
+    "pipeline",
+    [{}, {"aggregate_serializer": "json", "aggregate_compressor": "none", "prefetch_batches": 0}],
+    ids=["zephon-defaults", "json-codec-no-prefetch"],
+)
+def test_a_checkpoint_persisted_as_plain_json_resumes_a_resize(
+    runner: InprocScenarioRunner, pipeline: dict[str, object]
+) -> None:
+    """``json.dumps`` turns lane ids into strings and tuples into lists: restore takes it."""
+    outcome = runner.run(resize(**pipeline).with_(persist_format="plain_json"))
+    assert outcome.ok, outcome.report()
+    assert outcome.verdict is not None and outcome.verdict.contract == "identical global batches"
+
+
 def test_rank_threads_write_the_workloads_records(runner: InprocScenarioRunner) -> None:
     outcome = runner.run(resize(checkpoint=CheckpointAt(1, 1)))
     assert outcome.ok, outcome.report()
@@ -138,8 +152,9 @@ def test_a_checkpoint_when_the_data_ran_out_resumes_to_the_rest(
             "phases[0].rank_faults[0].action",
         ),
         (Scenario(phases=(Phase(2, 2, launch="c10d"),)), "phases[0].launch"),
+        (resize().with_(persist_format="dcp"), "persist_format"),
     ],
-    ids=["process-runner", "mtp-mode", "signal", "launch-path"],
+    ids=["process-runner", "mtp-mode", "signal", "launch-path", "dcp-persistence"],
 )
 def test_what_needs_processes_is_refused_naming_the_field(
     runner: InprocScenarioRunner, scenario: Scenario, field: str
