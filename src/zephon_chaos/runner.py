@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.harness_problem import HarnessProblem, undescribed_failure
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles.global_batches import (
@@ -80,16 +81,23 @@ class ScenarioOutcome:
     scenario_file: Path | None = None
     resumes: list[ResumeFact] = field(default_factory=list)
     """Every launch that restored a checkpoint: from which world size, mid-window or not."""
+    harness_problems: list[HarnessProblem] = field(default_factory=list)
+    """Failures the harness could not describe: its own problems, not the code under test's."""
 
     @property
     def ok(self) -> bool:
-        return not self.problems and (self.verdict is None or self.verdict.ok)
+        return (
+            not self.problems
+            and not self.harness_problems
+            and (self.verdict is None or self.verdict.ok)
+        )
 
     def report(self) -> str:
         lines = [self.scenario.summary()]
         for run in ([self.reference] if self.reference else []) + self.phases:
             lines.append(f"  {run.result.summary().splitlines()[0]}")
         lines += [f"  problem: {p}" for p in self.problems]
+        lines += [f"  {h.describe()}" for h in self.harness_problems]
         if self.verdict is not None:
             lines.append(self.verdict.describe())
         if self.scenario_file is not None:
@@ -222,7 +230,9 @@ class ScenarioRunner:
                 outcome.phases.append(run)
                 if phase.expect_failure or phase.world_size > c:
                     # Refused: the next phase restores what this one was given.
-                    outcome.problems += expected_failure_problems(i, phase, result)
+                    problems, undescribed = expected_failure_problems(i, phase, result)
+                    outcome.problems += problems
+                    outcome.harness_problems += undescribed
                     continue
                 track.resumed(i, phase.world_size)
                 if faulted is not None:
@@ -304,19 +314,28 @@ class ScenarioRunner:
         return records
 
 
-def expected_failure_problems(index: int, phase: Phase, result: GroupResult) -> list[str]:
-    """A phase meant to be refused must fail, and with the error it names."""
+def expected_failure_problems(
+    index: int, phase: Phase, result: GroupResult
+) -> tuple[list[str], list[HarnessProblem]]:
+    """A phase meant to be refused must fail, and with the error it names: (problems of the
+    code under test, failures the harness could not describe, which judge nothing)."""
     if result.ok:
-        return [f"phase {index} was expected to fail but succeeded"]
+        return [f"phase {index} was expected to fail but succeeded"], []
     if result.timed_out:
-        return [f"phase {index} was expected to fail with an error but hung until its deadline"]
-    error = result.first_failure.error if result.first_failure else None
-    if phase.expect_error and phase.expect_error not in (error or ""):
+        return [f"phase {index} was expected to fail with an error but hung until its deadline"], []
+    if not phase.expect_error:
+        return [], []
+    undescribed = undescribed_failure(index, result)
+    if undescribed is not None:
+        return [], [undescribed]
+    first = result.first_failure
+    assert first is not None  # undescribed_failure names a launch without one
+    if phase.expect_error not in (first.error or ""):
         return [
             f"phase {index} failed, but not with {phase.expect_error!r}: "
-            f"first failure {error or 'without an error message'}"
-        ]
-    return []
+            f"first failure: rank {first.rank}: {first.error or first.status}"
+        ], []
+    return [], []
 
 
 @dataclass

@@ -1,20 +1,63 @@
 """``zephon-chaos explore``: generate scenarios, run them, report minimal violations.
 
-Exit status: 0 when nothing but known defects was found, 1 when a violation was found,
-130 when interrupted (the report covers what ran until then), 2 for bad flags.
+Exit status (:class:`ExitStatus`): 0 when nothing but known defects and flaky findings was
+found; 1 when a violation was found (a failure of the code under test that its confirmation
+reruns reproduced, or that could not be rerun in time), or a flaky finding with
+``--fail-on-flaky``; 3 when the harness failed (it raised, or could not describe a failure)
+and there is no violation: the harness's bug, never a finding in Zephon, but not to go
+unseen; 130 when interrupted (the report covers what ran until then); 2 for bad flags.
 """
 
 from __future__ import annotations
 
 import argparse
+import enum
 import random
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zephon_chaos.cli import UsageError
 from zephon_chaos.commands._scenario_io import add_launch_options
+from zephon_chaos.explore.findings import Finding, Section
+
+if TYPE_CHECKING:
+    from zephon_chaos.explore.report import ExploreResult
 
 TIERS = ("inproc", "torchrun", "both")
+
+
+class ExitStatus(enum.IntEnum):
+    CLEAN = 0
+    """Nothing found but known defects and flaky findings."""
+    VIOLATION = 1
+    """A violation (or, with ``--fail-on-flaky``, a flaky finding)."""
+    USAGE = 2
+    """Bad flags or files (raised as ``UsageError``, turned into this by the CLI)."""
+    HARNESS = 3
+    """No violation, but the harness failed: its own problem, reported apart."""
+    INTERRUPTED = 130
+
+
+def exit_status(result: ExploreResult, fail_on_flaky: bool = False) -> ExitStatus:
+    """What the findings make of the run; a violation outranks a harness problem."""
+    if result.interrupted:
+        return ExitStatus.INTERRUPTED
+    if result.in_section(Section.VIOLATION):
+        return ExitStatus.VIOLATION
+    if fail_on_flaky and result.in_section(Section.FLAKY):
+        return ExitStatus.VIOLATION
+    if result.in_section(Section.HARNESS):
+        return ExitStatus.HARNESS
+    return ExitStatus.CLEAN
+
+
+SECTION_HEADS: dict[Section, str] = {
+    Section.VIOLATION: "violations",
+    Section.FLAKY: "flaky (a rerun did not reproduce it; not counted unless --fail-on-flaky)",
+    Section.HARNESS: "harness problems (the harness's own bug, never the code under test's)",
+    Section.KNOWN: "known defects",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="self-test: give every scenario a deliberate workload defect (see "
         "zephon_chaos.workload.plants), which the search must find and shrink",
+    )
+    parser.add_argument(
+        "--fail-on-flaky",
+        action="store_true",
+        help="exit 1 for a flaky finding too (one that a confirmation rerun did not "
+        "reproduce); by default it is reported apart and does not fail the run",
     )
 
 
@@ -126,15 +175,31 @@ def run(args: argparse.Namespace) -> int:
     )
     result = Explorer(config).run()
     print(f"{result.scenarios} scenarios, {len(result.findings)} finding(s)")
-    for finding in result.findings:
-        json_path = next((p for p in finding.files if p.suffix == ".json"), None)
-        print(f"  {finding.signature} [{finding.label}]: {finding.scenario.summary()}")
-        if json_path is not None:
-            from zephon_chaos.explore.tiers import replay_command
-
-            print(f"    replay: {replay_command(json_path, finding.tier)}")
+    for section in Section:
+        found = result.in_section(section)
+        if found:
+            print(f"{SECTION_HEADS[section]}:")
+            for finding in found:
+                _print_finding(finding)
     print(f"report: {config.report_dir / 'summary.md'}")
-    if result.interrupted:
+    status = exit_status(result, fail_on_flaky=bool(getattr(args, "fail_on_flaky", False)))
+    if status is ExitStatus.INTERRUPTED:
         print("zephon-chaos explore: interrupted; everything started was stopped", file=sys.stderr)
-        return 130
-    return 1 if result.violations else 0
+    elif status is ExitStatus.HARNESS:
+        print(
+            "zephon-chaos explore: no violation, but the harness failed "
+            f"({len(result.in_section(Section.HARNESS))} harness problem(s), listed apart in "
+            "the report): a bug of zephon-chaos to fix, not a finding in Zephon",
+            file=sys.stderr,
+        )
+    return int(status)
+
+
+def _print_finding(finding: Finding) -> None:
+    reruns = f"; reruns: {', '.join(finding.reruns)}" if finding.reruns else ""
+    print(f"  {finding.signature} [{finding.label}{reruns}]: {finding.scenario.summary()}")
+    json_path = next((p for p in finding.files if p.suffix == ".json"), None)
+    if json_path is not None:
+        from zephon_chaos.explore.tiers import replay_command
+
+        print(f"    replay: {replay_command(json_path, finding.tier)}")

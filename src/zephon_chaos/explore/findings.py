@@ -8,6 +8,7 @@ and ``<signature>.png`` (its timeline).
 from __future__ import annotations
 
 import contextlib
+import enum
 import re
 import shutil
 from collections.abc import Callable
@@ -16,10 +17,38 @@ from pathlib import Path
 
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.tiers import replay_command
+from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
 
 CONFIRM_RUNS = 2
+
+
+class FindingLabel(str, enum.Enum):
+    """How far a finding was confirmed; the value is what the report prints."""
+
+    UNCONFIRMED = "unconfirmed"
+    """Not rerun (yet): the search was interrupted before its confirmations."""
+    REPRODUCIBLE = "reproducible"
+    """Every confirmation rerun failed with its signature."""
+    FLAKY = "flaky"
+    """Some confirmation rerun passed or failed otherwise: not a reproducible violation."""
+    OUT_OF_TIME = "unconfirmed (out of time)"
+    """The budget ended before its confirmation reruns did."""
+    HARNESS = "harness problem"
+    """The harness failed (raised, or could not describe a failure): not rerun."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Section(enum.Enum):
+    """Where a finding is reported, and what it does to ``explore``'s exit status."""
+
+    VIOLATION = "Violations"
+    FLAKY = "Flaky findings"
+    HARNESS = "Harness problems"
+    KNOWN = "Known defects"
 
 
 def size_key(s: Scenario) -> tuple[int, ...]:
@@ -54,7 +83,7 @@ class Finding:
     report: str
     first_seen_s: float
     seen: int = 1
-    label: str = "unconfirmed"
+    label: FindingLabel = FindingLabel.UNCONFIRMED
     reruns: list[str] = field(default_factory=list)
     confirmed_on: dict[str, str] = field(default_factory=dict)
     """Other tiers it was replayed on: tier -> the signature seen there (or ``passed``)."""
@@ -63,9 +92,30 @@ class Finding:
     shrunk_s: float | None = None
     """When Hypothesis finished shrinking it (seconds into the exploration)."""
 
+    def __post_init__(self) -> None:
+        if self.harness:
+            self.label = FindingLabel.HARNESS
+
     @property
     def known(self) -> bool:
         return self.signature.startswith("known.")
+
+    @property
+    def harness(self) -> bool:
+        """The harness's own problem (its signature's area is ``harness``), never Zephon's."""
+        return self.signature.split(".", 1)[0] == HARNESS_AREA
+
+    @property
+    def section(self) -> Section:
+        """Harness problems and known defects apart; of the rest, flaky ones apart. A finding
+        not (or not yet) rerun counts as a violation: nothing refuted it."""
+        if self.harness:
+            return Section.HARNESS
+        if self.known:
+            return Section.KNOWN
+        if self.label is FindingLabel.FLAKY:
+            return Section.FLAKY
+        return Section.VIOLATION
 
     def offer(self, scenario: Scenario, outcome: ScenarioOutcome) -> bool:
         """Count one more sighting; keep ``scenario`` if it is no larger. True if kept."""
@@ -86,8 +136,9 @@ class Finding:
         self,
         run: Callable[[Scenario], ScenarioOutcome | None],
         times: int = CONFIRM_RUNS,
-    ) -> str:
-        """Rerun the minimal scenario ``times`` times: reproducible if every rerun fails alike.
+    ) -> FindingLabel:
+        """Rerun the minimal scenario ``times`` times: reproducible if every rerun fails alike,
+        else flaky (the evidence stays the failing run's; the reruns' signatures are listed).
 
         ``run`` returns None when it could not finish (the budget ran out): unconfirmed.
         """
@@ -95,7 +146,7 @@ class Finding:
         for _ in range(times):
             outcome = run(self.scenario)
             if outcome is None:
-                self.label = "unconfirmed (out of time)"
+                self.label = FindingLabel.OUT_OF_TIME
                 return self.label
             self.reruns.append(signature(outcome) or "passed")
             if self.reruns[-1] == self.signature:
@@ -103,7 +154,8 @@ class Finding:
                 self._replace_outcome(outcome)
             else:
                 discard(outcome)
-        self.label = "reproducible" if all(s == self.signature for s in self.reruns) else "flaky"
+        alike = all(s == self.signature for s in self.reruns)
+        self.label = FindingLabel.REPRODUCIBLE if alike else FindingLabel.FLAKY
         return self.label
 
     def file_stem(self) -> str:

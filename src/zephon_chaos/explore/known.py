@@ -94,5 +94,10 @@ def unexplained(outcome: ScenarioOutcome) -> list[str]:
 
 
 def judged_ok(outcome: ScenarioOutcome) -> bool:
-    """Passes once known defects are set aside: what the suite's properties assert."""
-    return not unexplained(outcome) and (outcome.verdict is None or outcome.verdict.ok)
+    """Passes once known defects are set aside: what the suite's properties assert (a
+    failure the harness could not describe never passes)."""
+    return (
+        not unexplained(outcome)
+        and not outcome.harness_problems
+        and (outcome.verdict is None or outcome.verdict.ok)
+    )

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zephon_chaos.explore.budget import format_duration
-from zephon_chaos.explore.findings import Finding
+from zephon_chaos.explore.findings import Finding, Section
 from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
@@ -133,8 +133,54 @@ class ExploreResult:
 
     @property
     def violations(self) -> list[Finding]:
-        """Findings that are not known defects."""
-        return [f for f in self.findings if not f.known]
+        """Failures of the code under test not refuted by a rerun (not flaky, known, harness)."""
+        return self.in_section(Section.VIOLATION)
+
+    def in_section(self, section: Section) -> list[Finding]:
+        return [f for f in self.findings if f.section is section]
+
+
+SECTION_MEANING: dict[Section, str] = {
+    Section.VIOLATION: "Failures of the code under test that every confirmation rerun "
+    "reproduced (or that were not rerun: nothing refuted them). `explore` exits 1.",
+    Section.FLAKY: "Failures that a confirmation rerun did not reproduce: reported with their "
+    "reruns and the failing run's evidence, not counted as violations (`explore` exits 1 for "
+    "them only with `--fail-on-flaky`).",
+    Section.HARNESS: "The harness failed: it raised, or a launch failed in a way it could not "
+    "describe (no rank known to have failed, a first failure without an error message). Our "
+    "bug, never the code under test's: `explore` exits 3 when there is no violation.",
+    Section.KNOWN: "Known defects of Zephon, each pinned by a strict xfail in the suite: they "
+    "do not fail `explore`.",
+}
+
+
+def _findings_section(result: ExploreResult, section: Section) -> list[str]:
+    """One kind of finding: what it means, a table, then each finding's files and evidence."""
+    found = result.in_section(section)
+    if not found:
+        return []
+    lines = ["", f"## {section.value} ({len(found)})", "", SECTION_MEANING[section], ""]
+    lines += [
+        "| signature | label | tier | seen | minimal scenario |",
+        "|---|---|---|---|---|",
+    ]
+    for f in found:
+        lines.append(
+            f"| `{f.signature}` | {f.label} | {f.tier} | {f.seen} | {f.scenario.summary()} |"
+        )
+    for f in found:
+        json_path = next((p for p in f.files if p.suffix == ".json"), None)
+        lines += ["", f"### `{f.signature}`", ""]
+        if json_path is not None:
+            rel = json_path.relative_to(result.report_dir)
+            lines.append(f"- scenario: [{rel}]({rel})")
+            lines.append(f"- replay: `{replay_command(json_path, f.tier)}`")
+        png = next((p for p in f.files if p.suffix == ".png"), None)
+        if png is not None:
+            rel = png.relative_to(result.report_dir)
+            lines.append(f"- timeline: ![{f.signature}]({rel})")
+        lines += ["", "```", f.describe(), "```"]
+    return lines
 
 
 def write_summary(result: ExploreResult) -> Path:
@@ -154,30 +200,11 @@ def write_summary(result: ExploreResult) -> Path:
             f"({t.rate:.1f}/min)"
         )
     lines += [f"- note: {n}" for n in result.notes]
-    lines += ["", f"## Findings ({len(result.findings)})", ""]
     if not result.findings:
+        lines += ["", "## Findings (0)", ""]
         lines.append("None: every scenario run met the oracles (see the coverage below).")
-    else:
-        lines += [
-            "| signature | label | tier | seen | minimal scenario |",
-            "|---|---|---|---|---|",
-        ]
-        for f in result.findings:
-            lines.append(
-                f"| `{f.signature}` | {f.label} | {f.tier} | {f.seen} | {f.scenario.summary()} |"
-            )
-        for f in result.findings:
-            json_path = next((p for p in f.files if p.suffix == ".json"), None)
-            lines += ["", f"### `{f.signature}`", ""]
-            if json_path is not None:
-                rel = json_path.relative_to(result.report_dir)
-                lines.append(f"- scenario: [{rel}]({rel})")
-                lines.append(f"- replay: `{replay_command(json_path, f.tier)}`")
-            png = next((p for p in f.files if p.suffix == ".png"), None)
-            if png is not None:
-                rel = png.relative_to(result.report_dir)
-                lines.append(f"- timeline: ![{f.signature}]({rel})")
-            lines += ["", "```", f.describe(), "```"]
+    for section in Section:
+        lines += _findings_section(result, section)
     lines += ["", "## Coverage", "", "| feature | scenarios |", "|---|---|"]
     lines += [f"| {k} | {n} |" for k, n in result.coverage.table()]
     if result.timeline is not None:
@@ -191,7 +218,9 @@ def write_summary(result: ExploreResult) -> Path:
         "launch, refusal, crash, batches-identical, batches-mid-window, checkpoint), the kind "
         "of problem, whether a restore changed the world size, and whether a restored "
         "checkpoint was mid-window. One finding per signature; its smallest scenario is kept. "
-        "`known.<id>`: only a known defect of Zephon is involved.",
+        "`known.<id>`: only a known defect of Zephon is involved. "
+        "`harness.<kind>`: the harness raised (the exception's type) or could not describe a "
+        "failure (`unknown-exit-status`, `no-error-message`).",
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")

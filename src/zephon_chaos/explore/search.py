@@ -27,12 +27,13 @@ from hypothesis import HealthCheck, Verbosity, given, seed, settings
 from hypothesis import Phase as HypothesisPhase
 from hypothesis.strategies import SearchStrategy
 
-from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding, discard, evidence
+from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding, FindingLabel, discard, evidence
 from zephon_chaos.explore.polish import polish
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.tiers import close_runner, make_runner
+from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import scenarios
@@ -347,8 +348,9 @@ class Explorer:
         return sig
 
     def _harness_error(self, tier: str, scenario: Scenario, exc: Exception) -> str:
-        """A scenario the harness itself could not run: a finding about the harness."""
-        sig = f"harness.{type(exc).__name__}.no-resume.no-resume"
+        """A scenario the harness itself could not run: a harness problem, never a violation
+        (its finding is labelled so and not rerun)."""
+        sig = f"{HARNESS_AREA}.{type(exc).__name__}.no-resume.no-resume"
         text = f"the harness failed to run the scenario:\n{traceback.format_exc()}"
         finding = self.findings.get(sig)
         if finding is None:
@@ -357,7 +359,7 @@ class Explorer:
             )
             assert self.progress is not None
             self.progress.findings = len(self.findings)
-            self.progress.note(f"finding: {sig}: {exc}")
+            self.progress.note(f"harness problem: {sig}: {exc}")
         else:
             finding.seen += 1
         return sig
@@ -373,10 +375,10 @@ class Explorer:
     def _confirm(self, end: float) -> None:
         cfg = self.config
         for finding in sorted(self.findings.values(), key=lambda f: f.first_seen_s):
-            if finding.signature.startswith("harness."):
-                continue
+            if finding.harness:
+                continue  # our own problem: labelled so, reported apart, not rerun
             if time.monotonic() >= end:
-                finding.label = "unconfirmed (out of time)"
+                finding.label = FindingLabel.OUT_OF_TIME
                 continue
             assert self.progress is not None
             self.progress.tier = finding.tier

@@ -22,6 +22,9 @@
 Two failures with one signature are taken as one finding; the explorer keeps its smallest
 scenario. Problems that a known defect of Zephon explains (see :mod:`.known`) give the
 signature ``known.<defect id>`` when nothing else is wrong.
+A failure the harness could not describe (:mod:`zephon_chaos.harness_problem`) gives
+``harness.<gap>.<topology>.<window>`` when nothing else is wrong: the harness's problem, never
+a violation. ``harness.<exception type>.no-resume.no-resume``: the harness raised.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import re
 
 from zephon_chaos.explore.known import unexplained
+from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.runner import ScenarioOutcome
 
 _ERROR_TYPE = re.compile(r"first failure: rank \d+: (?P<type>[A-Za-z_][\w.]*)")
@@ -62,6 +66,9 @@ def signature(outcome: ScenarioOutcome) -> str | None:
     problems = unexplained(outcome)
     verdict = outcome.verdict
     if not problems and (verdict is None or verdict.ok):
+        if outcome.harness_problems:  # nothing of the code under test's is wrong but that
+            gap = outcome.harness_problems[0].gap.value
+            return ".".join((HARNESS_AREA, gap, *_resume_kind(outcome)))
         from zephon_chaos.explore.known import explaining
 
         ids = sorted({d.id for d in explaining(outcome)})
