@@ -16,6 +16,7 @@ from typing import Any
 from zephon_chaos.harness_problem import HarnessProblem, undescribed_failure
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
+from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles.global_batches import (
     PhaseRecords,
     Verdict,
@@ -41,6 +42,8 @@ class PhaseRun:
     checkpoints: ckpt_oracle.CheckpointVerdict
     fault: Any = None
     """A proxy-faulted launch's evidence and verdict (``faults.scenario_proxy.FaultedLaunch``)."""
+    liveness: liveness_oracle.LivenessVerdict | None = None
+    """Zephon's timing promises on this launch: measured waits, propagation, problems."""
 
     @property
     def restore_index(self) -> int | None:
@@ -228,6 +231,8 @@ class ScenarioRunner:
                 cps = ckpt_oracle.check(records, c)
                 run = PhaseRun(i, phase, spec, result, records, cps)
                 outcome.phases.append(run)
+                run.liveness = liveness_oracle.judge_run(run)
+                outcome.problems += run.liveness.lines()
                 if phase.expect_failure or phase.world_size > c:
                     # Refused: the next phase restores what this one was given.
                     problems, undescribed = expected_failure_problems(i, phase, result)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.findings import Finding, Section
+from zephon_chaos.explore.liveness_table import LivenessTally
 from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
@@ -124,6 +125,7 @@ class ExploreResult:
     tiers: dict[str, TierStats] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     coverage: Coverage = field(default_factory=Coverage)
+    liveness: LivenessTally = field(default_factory=LivenessTally)
     notes: list[str] = field(default_factory=list)
     timeline: Path | None = None
 
@@ -210,14 +212,16 @@ def write_summary(result: ExploreResult) -> Path:
     if result.timeline is not None:
         rel = result.timeline.relative_to(result.report_dir)
         lines += ["", "## Timeline", "", f"![timeline]({rel})"]
+    lines += result.liveness.section()
     lines += [
         "",
         "## Signatures",
         "",
         "`<area>.<kind>.<topology>.<window>`: the oracle or step that failed (reference, "
-        "launch, refusal, crash, batches-identical, batches-mid-window, checkpoint), the kind "
-        "of problem, whether a restore changed the world size, and whether a restored "
-        "checkpoint was mid-window. One finding per signature; its smallest scenario is kept. "
+        "launch, refusal, crash, batches-identical, batches-mid-window, checkpoint, "
+        "liveness), the kind of problem, whether a restore changed the world size, and "
+        "whether a restored checkpoint was mid-window. One finding per signature; its "
+        "smallest scenario is kept. "
         "`known.<id>`: only a known defect of Zephon is involved. "
         "`harness.<kind>`: the harness raised (the exception's type) or could not describe a "
         "failure (`unknown-exit-status`, `no-error-message`).",

@@ -323,6 +323,7 @@ class Explorer:
         stats.scenarios += 1
         self.progress.scenarios += 1
         self.result.coverage.add(scenario, outcome)
+        self.result.liveness.add(outcome)
         if len(runner.reference_cache) > 256:
             runner.reference_cache.clear()
         sig = signature(outcome)

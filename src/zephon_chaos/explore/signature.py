@@ -8,12 +8,14 @@
   phase failed that should not have), ``refusal`` (a phase meant to be refused was not, or
   not with the expected error), ``crash`` (a phase with rank faults did not end as
   scheduled), ``batches-identical`` / ``batches-mid-window`` (the global-batch oracle, under
-  the exact or the mid-window contract), ``checkpoint`` (the checkpoint oracle);
+  the exact or the mid-window contract), ``checkpoint`` (the checkpoint oracle),
+  ``liveness`` (Zephon's timing promises: :mod:`zephon_chaos.oracles.liveness`);
 - ``kind``: the problem within the area: ``missing``, ``duplicated``, ``lane-count``,
   ``divergent``, ``window`` for batches; ``no-warning``, ``spurious-warning``, ``differs``,
   ``coverage``, ``missing-record``, ``failed``, ``none`` for checkpoints; the exception type
   (``ValueError``) or ``timeout`` for launches; ``accepted``, ``wrong-error``, ``hang`` for
   refusals; ``no-end``, ``early-failure``, ``lost-checkpoint``, ``checkpoint`` for crashes;
+  ``slow-propagation``, ``unbounded-wait`` for liveness;
 - ``topology``: ``resized`` if any launch restored a checkpoint taken on another world size,
   ``same-size`` if every restore kept it, ``no-resume`` if nothing was restored;
 - ``window``: ``mid-window`` if any restored checkpoint was taken mid-window, else
@@ -55,8 +57,10 @@ _RULES: list[tuple[str, str, str]] = [
     ("checkpoint", "coverage", r"covers lanes"),
     ("checkpoint", "no-warning", r"taken mid-window .* but no rank warned"),
     ("checkpoint", "spurious-warning", r"on a window boundary but ranks"),
+    ("liveness", "slow-propagation", r": liveness: slow propagation: "),
+    ("liveness", "unbounded-wait", r": liveness: unbounded wait: "),
 ]
-_AREA_ORDER = ("reference", "launch", "refusal", "crash", "batches", "checkpoint")
+_AREA_ORDER = ("reference", "launch", "refusal", "crash", "batches", "checkpoint", "liveness")
 
 
 def signature(outcome: ScenarioOutcome) -> str | None:

@@ -44,7 +44,14 @@ def _aggregation(spec: WorkloadSpec) -> tuple[str | None, str | None]:
 
 
 def _fire(fault: RankFault, rank: int, out: RecordWriter) -> None:
-    out.write("fault", rank=rank, at_step=fault.at_step, action=fault.action, pid=os.getpid())
+    out.write(
+        "fault",
+        rank=rank,
+        at_step=fault.at_step,
+        action=fault.action,
+        pid=os.getpid(),
+        at=time.monotonic(),
+    )
     out.flush()
     action = fault.action
     if signal_self(action):
@@ -198,9 +205,12 @@ def run_rank(
         aggregate_dir=agg_dir,
     )
     restored: dict[str, Any] | None = None
+    timing: dict[str, float] = {}  # monotonic (system-wide): comparable across a host's ranks
     if spec.restore_from:
         restored = persist.load(spec.restore_from, spec.persist_format)
+        timing["restore_at"] = time.monotonic()
         pipe.restore(restored)
+        timing["restore_s"] = time.monotonic() - timing["restore_at"]
     out.write(
         "start",
         rank=rank,
@@ -209,6 +219,7 @@ def run_rank(
         pid=os.getpid(),
         restored=spec.restore_from,
         started_at=time.monotonic(),
+        **timing,
     )
     out.flush()
     plant = Plant(spec.plant, rank, lanes, restored, world)
@@ -224,6 +235,7 @@ def run_rank(
     total = spec.steps * per_step
     taken = 0
     lane_counts: dict[int, int] = {lane: 0 for lane in lanes}
+    fetch_at: float | None = None  # set while next() runs: the error record names that step
 
     def checkpoint(after: int) -> None:
         nonlocal taken
@@ -241,22 +253,35 @@ def run_rank(
                 checkpoint(n)
             if n == total:
                 break
+            fetch_at = time.monotonic()
             try:
                 batch = next(it)
             except StopIteration:
-                out.write("exhausted", after_batches=n)
+                fetched = (fetch_at, time.monotonic() - fetch_at)
+                fetch_at = None
+                out.write("exhausted", after_batches=n, fetch_at=fetched[0], fetch_s=fetched[1])
                 out.flush()
                 while marks:
                     marks.pop(0)
                     checkpoint(n)
                 break
+            fetched = (fetch_at, time.monotonic() - fetch_at)
+            fetch_at = None
             if device is not None:
                 _to_device(batch, device, out)
             lane = int(batch.lane_ids[0])
             lane_counts[lane] = lane_counts.get(lane, 0) + 1
             planted = plant.apply(lane, [tuple(int(x) for x in sid) for sid in batch.ids])
             if planted is not None:
-                out.write("batch", i=n, lane=planted[0], ids=planted[1], ckpts=taken)
+                out.write(
+                    "batch",
+                    i=n,
+                    lane=planted[0],
+                    ids=planted[1],
+                    ckpts=taken,
+                    fetch_at=fetched[0],
+                    fetch_s=fetched[1],
+                )
             if (n + 1) % per_step == 0:
                 out.flush()
         out.write("end", batches=min(n, total))
@@ -264,8 +289,13 @@ def run_rank(
         # When and why this rank failed, for the fault oracles (a pipeline that cannot reach
         # its store fails at its first batch, before any checkpoint record).
         now = time.monotonic()
+        step = {} if fetch_at is None else {"fetch_at": fetch_at}  # a next() that raised
         out.write(
-            "error", error=f"{type(exc).__name__}: {exc}", at=now, since_start_s=now - began
+            "error",
+            error=f"{type(exc).__name__}: {exc}",
+            at=now,
+            since_start_s=now - began,
+            **step,
         )
         raise
     finally:
@@ -345,6 +375,7 @@ def _checkpoint(
     ckpt: dict[str, Any] | None = None
     warned: list[Any] = []
     attempt = 0
+    ended = started  # when the last pipe.checkpoint() call returned or raised
     for attempt in range(1, attempts + 1):
         began = time.monotonic()
         with hooks.capture_warnings() as caught:
@@ -352,10 +383,15 @@ def _checkpoint(
             try:
                 ckpt, error = pipe.checkpoint(), ""
             except Exception as exc:
+                ended = time.monotonic()
                 ckpt, error = None, f"{type(exc).__name__}: {exc}"
                 if spec.retry == "none":
-                    _write_checkpoint(out, index, after, lane_counts, started, error=error)
+                    _write_checkpoint(
+                        out, index, after, lane_counts, started, error=error, ended_at=ended
+                    )
                     raise
+            else:
+                ended = time.monotonic()
         if spec.retry == "none":
             break
         out.write(
@@ -367,7 +403,7 @@ def _checkpoint(
             error=error or None,
             digest=persist.digest(ckpt) if ckpt is not None else None,
             started_at=began,
-            ended_at=time.monotonic(),
+            ended_at=ended,
         )
         out.flush()
         agreed = ckpt is not None
@@ -376,7 +412,9 @@ def _checkpoint(
                 agreed = hooks.agree(agreed)
             except Exception as exc:  # a peer died: the agreement itself failed
                 error = f"{type(exc).__name__}: lockstep agreement failed: {exc}"
-                _write_checkpoint(out, index, after, lane_counts, started, error=error)
+                _write_checkpoint(
+                    out, index, after, lane_counts, started, error=error, ended_at=ended
+                )
                 raise
             out.write("checkpoint_agreement", index=index, attempt=attempt, all_ok=agreed)
             out.flush()
@@ -389,13 +427,23 @@ def _checkpoint(
             )
             ckpt = None
     else:
-        _write_checkpoint(out, index, after, lane_counts, started, error=error, attempts=attempts)
+        _write_checkpoint(
+            out, index, after, lane_counts, started, error=error, attempts=attempts, ended_at=ended
+        )
         raise RuntimeError(f"checkpoint {index} failed after {attempts} attempt(s): {error}")
     assert ckpt is not None
     if rank == 0 or spec.persist_format in COLLECTIVE_FORMATS:  # DCP: every rank, together
         persist.save(ckpt, spec.checkpoint_path(index), spec.persist_format)
     _write_checkpoint(
-        out, index, after, lane_counts, started, ckpt=ckpt, caught=warned, attempts=attempt
+        out,
+        index,
+        after,
+        lane_counts,
+        started,
+        ckpt=ckpt,
+        caught=warned,
+        attempts=attempt,
+        ended_at=ended,
     )
 
 
@@ -410,6 +458,7 @@ def _write_checkpoint(
     error: str = "",
     caught: list[Any] | None = None,
     attempts: int = 1,
+    ended_at: float | None = None,
 ) -> None:
     fields: dict[str, Any] = {
         "index": index,
@@ -418,6 +467,7 @@ def _write_checkpoint(
         "lane_counts": lane_counts,
         "duration_s": time.monotonic() - started,
         "started_at": started,
+        "ended_at": ended_at,
         "attempts": attempts,
     }
     if ckpt is None:

@@ -39,6 +39,10 @@ class Batch:
     lane: int
     ids: list[SampleId]
     checkpoints_before: int
+    fetch_at: float | None = None
+    """Monotonic time (CLOCK_MONOTONIC: one clock for a host's ranks) when its next() began."""
+    fetch_s: float | None = None
+    """How long that next() blocked."""
 
 
 @dataclass
@@ -52,6 +56,10 @@ class CheckpointEvent:
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     duration_s: float = 0.0
+    started_at: float | None = None
+    """Monotonic time the checkpoint began (its first pipe.checkpoint() call)."""
+    ended_at: float | None = None
+    """Monotonic time its last pipe.checkpoint() call returned or raised."""
 
 
 @dataclass
@@ -65,6 +73,11 @@ class RankRecord:
     exhausted_after: int | None = None
     ended: bool = False
     events: list[dict[str, Any]] = field(default_factory=list)
+    restore_at: float | None = None
+    """Monotonic time pipe.restore() began (None: nothing restored)."""
+    restore_s: float | None = None
+    exhausted_fetch: tuple[float, float] | None = None
+    """(start, seconds) of the next() that raised StopIteration."""
 
 
 def read_rank(out_dir: Path | str, rank: int) -> RankRecord:
@@ -82,9 +95,17 @@ def read_rank(out_dir: Path | str, rank: int) -> RankRecord:
         if kind == "start":
             rec.world_size, rec.lanes = ev["world"], ev["lanes"]
             rec.restored = ev.get("restored") is not None
+            rec.restore_at, rec.restore_s = ev.get("restore_at"), ev.get("restore_s")
         elif kind == "batch":
             rec.batches.append(
-                Batch(ev["i"], ev["lane"], [tuple(x) for x in ev["ids"]], ev["ckpts"])
+                Batch(
+                    ev["i"],
+                    ev["lane"],
+                    [tuple(x) for x in ev["ids"]],
+                    ev["ckpts"],
+                    ev.get("fetch_at"),
+                    ev.get("fetch_s"),
+                )
             )
         elif kind == "checkpoint":
             rec.checkpoints.append(
@@ -98,10 +119,14 @@ def read_rank(out_dir: Path | str, rank: int) -> RankRecord:
                     warnings=ev.get("warnings", []),
                     error=ev.get("error"),
                     duration_s=ev.get("duration_s", 0.0),
+                    started_at=ev.get("started_at"),
+                    ended_at=ev.get("ended_at"),
                 )
             )
         elif kind == "exhausted":
             rec.exhausted_after = ev["after_batches"]
+            if ev.get("fetch_at") is not None:
+                rec.exhausted_fetch = (ev["fetch_at"], ev["fetch_s"])
         elif kind == "end":
             rec.ended = True
         else:

@@ -1,0 +1,401 @@
+"""Zephon's timing promises as an oracle: failure propagation and bounded waiting.
+
+Two promises, derived from Zephon 0.2's own documentation (docs/liveness.md cites each):
+
+* **failure propagation**: once one rank's checkpoint attempt fails, every other rank's
+  ``checkpoint()`` of that round ends within ``T + 3 s`` (``T`` = ``aggregate_timeout_s``).
+  A leader that fails publishes a failure notice to the round's outcome key, which wakes its
+  followers at once; a follower that fails publishes nothing, so the others learn of it when
+  the leader's budget (``T``, started no later than the failure, give or take the ranks' skew)
+  runs out and the leader publishes its notice.
+* **bounded waiting**: every step that waits on the store or on peers (each ``next()``,
+  ``checkpoint()`` attempt, ``restore()``) ends within ``T`` plus a margin of ``2 T + 3 s``:
+  the waits share one budget ``T`` from the call's entry; a storage operation in flight when it
+  runs out is not interrupted but is itself bounded by ``T``, connection set-up included; a
+  failing leader then writes its notice, one more bounded operation, possibly on a fresh
+  connection. The first ``next()`` of a launch also starts Zephon's runners (no store wait),
+  so it gets ``startup_s`` more.
+
+Steps that a scheduled fault deliberately stalls (SIGSTOP, an interposer hold, the ``timeout``
+toxic: a known defect) are excluded by the typed fault records of the launch, never by their
+durations. All times are ``time.monotonic()`` (CLOCK_MONOTONIC), one clock for a host's ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any, Protocol
+
+from zephon_chaos.workload.records import RankRecord
+from zephon_chaos.workload.spec import PhaseTrigger, RankFault
+
+STALLING_RANK_ACTIONS = frozenset({"sigstop"})
+"""Rank faults (and interposer trigger actions) that stop a rank on purpose."""
+STALLING_TRIGGER_ACTIONS = frozenset({"sigstop", "hold"})
+STALLING_TOXICS = frozenset({"timeout"})
+"""Toxics that stall a link on purpose (``timeout``: data stops; a known Zephon defect)."""
+LEADER = 0
+"""Zephon's round leader: global rank 0 (worker 0)."""
+
+
+class Step(str, Enum):
+    """A pipeline call that may block on the store or on peers."""
+
+    FETCH = "fetch"
+    CHECKPOINT = "checkpoint"
+    RESTORE = "restore"
+
+
+class LivenessKind(str, Enum):
+    SLOW_PROPAGATION = "slow-propagation"
+    UNBOUNDED_WAIT = "unbounded-wait"
+
+
+@dataclass(frozen=True)
+class LivenessBounds:
+    """The bounds, as multiples of ``T`` (``aggregate_timeout_s``) plus seconds.
+
+    Defaults (why: docs/liveness.md): waiting ends within ``T + 2 T + 3 s``; the first
+    ``next()`` gets ``startup_s`` more; a failure reaches every rank within ``T + 3 s``.
+    """
+
+    wait_margin_timeouts: float = 2.0
+    """The operation in flight when the budget runs out, and the leader's failure notice."""
+    wait_margin_s: float = 3.0
+    """Local work (encode, merge, decode) and scheduling on loaded cores."""
+    startup_s: float = 10.0
+    """The first next() starts Zephon's runners and its MTP child (no timeout bounds it)."""
+    propagation_timeouts: float = 1.0
+    """A follower's failure reaches the others only when the leader's budget runs out."""
+    propagation_margin_s: float = 3.0
+    """The ranks' skew at the round's start, the notice write and the followers' wake-up."""
+
+    def wait_bound_s(self, timeout_s: float, *, first_fetch: bool = False) -> float:
+        bound = (1.0 + self.wait_margin_timeouts) * timeout_s + self.wait_margin_s
+        return bound + (self.startup_s if first_fetch else 0.0)
+
+    def propagation_bound_s(self, timeout_s: float) -> float:
+        return self.propagation_timeouts * timeout_s + self.propagation_margin_s
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One blocking call on one rank: when it began and how long it took."""
+
+    rank: int
+    step: Step
+    started_at: float
+    seconds: float
+    index: int | None = None
+    """The checkpoint index (checkpoint), the batch index (fetch), None (restore)."""
+    attempt: int = 1
+    ok: bool = True
+    first: bool = False
+    """The launch's first next() on this rank (Zephon starts its runners there)."""
+
+    @property
+    def ended_at(self) -> float:
+        return self.started_at + self.seconds
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A scheduled fault that stalls ``rank`` from ``since`` on (None: the whole launch)."""
+
+    rank: int
+    cause: str
+    since: float | None = None
+
+    def covers(self, t: Timing) -> bool:
+        """Whether step ``t`` was still running when the stall began (or began after)."""
+        return t.rank == self.rank and (self.since is None or t.ended_at >= self.since)
+
+
+@dataclass(frozen=True)
+class Propagation:
+    """A failed round: who failed first, when, and how long each other rank took to end."""
+
+    index: int
+    attempt: int
+    first_rank: int
+    failed_at: float
+    lags: Mapping[int, float]
+    """Per other rank, its call's end minus ``failed_at`` (negative: it ended before)."""
+
+    @property
+    def by_leader(self) -> bool:
+        return self.first_rank == LEADER
+
+    @property
+    def max_lag(self) -> float | None:
+        return max(self.lags.values()) if self.lags else None
+
+
+@dataclass(frozen=True)
+class LivenessProblem:
+    kind: LivenessKind
+    phase: int
+    step: Step
+    checkpoint: int | None
+    rank: int
+    measured_s: float
+    bound_s: float
+    attempt: int = 1
+
+    def describe(self) -> str:
+        where = f"phase {self.phase}: liveness: "
+        if self.kind is LivenessKind.SLOW_PROPAGATION:
+            return (
+                f"{where}slow propagation: checkpoint {self.checkpoint} attempt {self.attempt} "
+                f"failed first elsewhere; rank {self.rank}'s checkpoint() ended "
+                f"{self.measured_s:.2f}s later, over the bound {self.bound_s:.2f}s"
+            )
+        what = self.step.value + (
+            f" {self.checkpoint} attempt {self.attempt}" if self.checkpoint is not None else ""
+        )
+        return (
+            f"{where}unbounded wait: rank {self.rank}'s {what} blocked {self.measured_s:.2f}s, "
+            f"over the bound {self.bound_s:.2f}s"
+        )
+
+
+@dataclass
+class LivenessVerdict:
+    phase: int
+    timeout_s: float
+    bounds: LivenessBounds
+    timings: list[Timing] = field(default_factory=list)
+    """Every judged step (stalled ones are in ``excluded``)."""
+    excluded: list[Timing] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
+    propagations: list[Propagation] = field(default_factory=list)
+    problems: list[LivenessProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def waits(self, step: Step) -> list[float]:
+        """Measured durations of one kind of step, in seconds."""
+        return [t.seconds for t in self.timings if t.step is step]
+
+    def lags(self) -> list[float]:
+        """Each failed round's slowest propagation, in seconds."""
+        return [p.max_lag for p in self.propagations if p.max_lag is not None]
+
+    def lines(self) -> list[str]:
+        return [p.describe() for p in self.problems]
+
+
+def timings_of(rec: RankRecord) -> list[Timing]:
+    """A rank's blocking calls, from its records (steps recorded without times are skipped)."""
+    out: list[Timing] = []
+    r = rec.rank
+    if rec.restore_at is not None and rec.restore_s is not None:
+        out.append(Timing(r, Step.RESTORE, rec.restore_at, rec.restore_s))
+    fetches = [
+        Timing(r, Step.FETCH, b.fetch_at, b.fetch_s, index=b.index)
+        for b in rec.batches
+        if b.fetch_at is not None and b.fetch_s is not None
+    ]
+    if rec.exhausted_fetch is not None:
+        at, seconds = rec.exhausted_fetch
+        fetches.append(Timing(r, Step.FETCH, at, seconds, index=rec.exhausted_after))
+    error = next((ev for ev in rec.events if ev.get("kind") == "error"), None)
+    if error is not None and error.get("fetch_at") is not None:
+        at = float(error["fetch_at"])
+        fetches.append(Timing(r, Step.FETCH, at, float(error["at"]) - at, ok=False))
+    if fetches:
+        first = min(fetches, key=lambda t: t.started_at)
+        fetches = [replace(t, first=True) if t is first else t for t in fetches]
+    out += fetches
+    attempted: set[int] = set()
+    for ev in rec.events:
+        if ev.get("kind") == "checkpoint_attempt" and "ended_at" in ev:
+            attempted.add(int(ev["index"]))
+            out.append(
+                Timing(
+                    r,
+                    Step.CHECKPOINT,
+                    float(ev["started_at"]),
+                    float(ev["ended_at"]) - float(ev["started_at"]),
+                    index=int(ev["index"]),
+                    attempt=int(ev["attempt"]),
+                    ok=bool(ev.get("ok")),
+                )
+            )
+    for c in rec.checkpoints:
+        if c.index in attempted or c.started_at is None or c.ended_at is None:
+            continue
+        out.append(
+            Timing(r, Step.CHECKPOINT, c.started_at, c.ended_at - c.started_at, c.index, 1, c.ok)
+        )
+    return out
+
+
+def stalls_of(
+    records: Iterable[RankRecord],
+    *,
+    rank_faults: Iterable[RankFault] = (),
+    triggers: Iterable[PhaseTrigger] = (),
+    start_toxics: Mapping[int, str] | None = None,
+    interposer_events: Mapping[int, Sequence[Mapping[str, Any]]] | None = None,
+) -> list[Stall]:
+    """The deliberate stalls of a launch, from its typed fault records.
+
+    ``rank_faults``: the spec's rank faults (a stall counts from the rank's own ``fault``
+    record, i.e. once it fired); ``triggers``: the interposer's (from its ``fired``/``held``
+    event); ``start_toxics``: per rank, the toxic on its link from the launch's start.
+    """
+    stalls: list[Stall] = []
+    stopping = {(f.rank, f.at_step) for f in rank_faults if f.action in STALLING_RANK_ACTIONS}
+    for rec in records:
+        for ev in rec.events:
+            if ev.get("kind") == "fault" and (rec.rank, ev.get("at_step")) in stopping:
+                since = ev.get("at")
+                stalls.append(
+                    Stall(rec.rank, f"{ev['action']} at step {ev['at_step']}", since=since)
+                )
+    for rank, toxic in (start_toxics or {}).items():
+        if toxic in STALLING_TOXICS:
+            stalls.append(Stall(rank, f"{toxic} toxic from the start", since=None))
+    events = interposer_events or {}
+    for t in triggers:
+        if not (
+            t.action in STALLING_TRIGGER_ACTIONS
+            or (t.action == "toxic" and t.toxic in STALLING_TOXICS)
+        ):
+            continue
+        for ev in events.get(t.rank, ()):
+            if (
+                ev.get("kind") in ("fired", "held")
+                and ev.get("phase") == t.phase
+                and ev.get("n") == t.occurrence
+                and ev.get("action") == t.action
+            ):
+                what = t.toxic + " toxic" if t.action == "toxic" else t.action
+                stalls.append(Stall(t.rank, f"{what} at {t.phase}#{t.occurrence}", ev.get("t")))
+                break
+    return stalls
+
+
+def judge(
+    records: Sequence[RankRecord],
+    *,
+    phase: int,
+    timeout_s: float,
+    stalls: Sequence[Stall] = (),
+    retry: str = "none",
+    bounds: LivenessBounds | None = None,
+) -> LivenessVerdict:
+    """Judge one launch's records against both promises.
+
+    ``retry``: the launch's checkpoint retry policy; under ``independent`` a rank's later
+    attempts are rounds of its own, so only first attempts are rounds shared by every rank.
+    """
+    bounds = bounds or LivenessBounds()
+    verdict = LivenessVerdict(phase, timeout_s, bounds, stalls=list(stalls))
+    for rec in records:
+        for t in timings_of(rec):
+            if any(s.covers(t) for s in stalls):
+                verdict.excluded.append(t)
+            else:
+                verdict.timings.append(t)
+    for t in verdict.timings:
+        bound = bounds.wait_bound_s(timeout_s, first_fetch=t.first)
+        if t.seconds > bound:
+            verdict.problems.append(
+                LivenessProblem(
+                    LivenessKind.UNBOUNDED_WAIT,
+                    phase,
+                    t.step,
+                    t.index if t.step is Step.CHECKPOINT else None,
+                    t.rank,
+                    t.seconds,
+                    bound,
+                    t.attempt,
+                )
+            )
+    bound = bounds.propagation_bound_s(timeout_s)
+    for p in propagations(verdict.timings, retry=retry):
+        verdict.propagations.append(p)
+        for rank, lag in sorted(p.lags.items()):
+            if lag > bound:
+                verdict.problems.append(
+                    LivenessProblem(
+                        LivenessKind.SLOW_PROPAGATION,
+                        phase,
+                        Step.CHECKPOINT,
+                        p.index,
+                        rank,
+                        lag,
+                        bound,
+                        p.attempt,
+                    )
+                )
+    return verdict
+
+
+def propagations(timings: Iterable[Timing], *, retry: str = "none") -> list[Propagation]:
+    """Every failed round: the first failure, and how long after it each other rank ended."""
+    rounds: dict[tuple[int, int], list[Timing]] = {}
+    for t in timings:
+        if t.step is Step.CHECKPOINT and t.index is not None:
+            if retry == "independent" and t.attempt > 1:
+                continue
+            rounds.setdefault((t.index, t.attempt), []).append(t)
+    out = []
+    for (index, attempt), calls in sorted(rounds.items()):
+        failed = [t for t in calls if not t.ok]
+        if not failed:
+            continue
+        first = min(failed, key=lambda t: t.ended_at)
+        lags = {t.rank: t.ended_at - first.ended_at for t in calls if t.rank != first.rank}
+        out.append(Propagation(index, attempt, first.rank, first.ended_at, lags))
+    return out
+
+
+class _Run(Protocol):
+    """What :func:`judge_run` reads of a runner's ``PhaseRun``."""
+
+    index: int
+    records: list[RankRecord]
+
+    @property
+    def spec(self) -> Any: ...
+
+    @property
+    def phase(self) -> Any: ...
+
+
+def judge_run(run: _Run, bounds: LivenessBounds | None = None) -> LivenessVerdict:
+    """Judge a runner's launch: its records, with the stalls its spec and faults schedule."""
+    from zephon_chaos.faults.interposer import read_events
+
+    spec = run.spec
+    start = {
+        f.rank: f.toxic
+        for f in getattr(run.phase, "proxy_faults", ())
+        if f.at == "start" and f.toxic in STALLING_TOXICS
+    }
+    stalls = stalls_of(
+        run.records,
+        rank_faults=spec.faults,
+        triggers=spec.triggers,
+        start_toxics=start,
+        interposer_events={
+            t.rank: read_events(spec.out_dir, t.rank)
+            for t in spec.triggers
+            if t.action in STALLING_TRIGGER_ACTIONS or t.toxic in STALLING_TOXICS
+        },
+    )
+    return judge(
+        run.records,
+        phase=run.index,
+        timeout_s=spec.pipeline.aggregate_timeout_s,
+        stalls=stalls,
+        retry=spec.retry,
+        bounds=bounds,
+    )
