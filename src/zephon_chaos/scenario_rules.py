@@ -441,10 +441,12 @@ def _placed(f: ProxyFault, world: int) -> ProxyFault:
     if f.toxic == "reset_peer" and point[0] == "start":
         at = ROUND_PHASES[0]
     name = at.partition("#")[0]
-    if name in LEADER_POINTS:
-        rank = 0
-    elif name in FOLLOWER_POINTS:
-        rank = 1 + f.rank % max(1, world - 1)
-    else:
-        rank = f.rank % world
+    rank = f.rank
+    if not (0 <= rank < world and writes_point(name, rank)):
+        if name in LEADER_POINTS:
+            rank = 0
+        elif name in FOLLOWER_POINTS:
+            rank = 1 + rank % max(1, world - 1)
+        else:
+            rank = rank % world
     return replace(f, rank=rank, at=at)

@@ -178,6 +178,44 @@ def _signal_file(tmp_path: Path) -> Path:
     return scenario.save(tmp_path / "signal.json")
 
 
+FALSE_FINDINGS = {
+    # refusal.accepted.same-size.boundary: 3 ranks over C=3 flagged as refused.
+    "same-size-refusal": (
+        lambda r: r["phases"][1].update(
+            world_size=2, expect_failure=True, expect_error="must be >= dp_degree"
+        ),
+        "scenario.phases[1].expect_failure",
+    ),
+    # checkpoint.other.resized.boundary: a link fault on a launch of one rank.
+    "one-rank-link-fault": (
+        lambda r: r["phases"][0].update(
+            proxy_faults=[
+                {"rank": 0, "toxic": "reset_peer", "attributes": {"timeout": 0}, "at": "announce"}
+            ]
+        ),
+        "scenario.phases[0].proxy_faults",
+    ),
+    "leader-point-on-a-follower": (
+        lambda r: r["phases"][1].update(
+            checkpoints=[{"step": 1}], proxy_faults=[{"rank": 1, "toxic": "down", "at": "outcome"}]
+        ),
+        "scenario.phases[1].proxy_faults[0].rank",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FALSE_FINDINGS))
+@pytest.mark.parametrize("command", ["run", "replay"])
+def test_a_file_outside_the_validity_model_exits_2_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, name: str
+) -> None:
+    mutate, field = FALSE_FINDINGS[name]
+    path = _scenario_file(tmp_path, name, mutate)
+    assert cli.main([command, str(path), "--tier", "torchrun"]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "Traceback" not in err
+
+
 # ---- run and replay --------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from zephon_chaos.inproc import inproc_refusal
 from zephon_chaos.scenario import ProxyFault, Scenario
+from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.strategies import (
     REFUSAL_ERROR,
     RUN_DRY_STEPS,
@@ -40,6 +41,29 @@ def test_every_generated_scenario_is_valid_and_round_trips(scenario: Scenario) -
         assert refused == ph.expect_failure
         if refused:
             assert ph.expect_error == REFUSAL_ERROR
+
+
+SPACES = st.tuples(
+    st.sampled_from(("inproc", "torchrun", "torchrun+store-faults")), st.integers(1, 5)
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    SPACES.flatmap(
+        lambda space: scenarios(
+            tier=space[0].split("+")[0],  # type: ignore[arg-type]
+            store_faults=space[0].endswith("faults"),
+            max_world=space[1],
+        )
+    )
+)
+def test_every_generated_scenario_obeys_the_one_validity_model(scenario: Scenario) -> None:
+    """Both tiers, with and without link faults, any max_world: nothing validation refuses,
+    and nothing normalising would change (generation builds through the same rules)."""
+    assert violations(scenario) == []
+    assert normalised(scenario) == scenario
+    assert scenario.validate() is scenario
 
 
 @settings(max_examples=150, deadline=None, database=None)

@@ -1,0 +1,92 @@
+"""Polishing never leaves the validity model: every candidate it judges is one validation
+accepts, with refusals re-derived from the rule rather than carried over."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zephon_chaos.explore.polish import candidates, normalised_candidates, polish
+from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario_rules import REFUSAL_ERROR, normalised, violations
+from zephon_chaos.strategies import scenarios
+from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
+
+SPACES = st.tuples(
+    st.sampled_from(("inproc", "torchrun", "torchrun+store-faults")), st.integers(1, 5)
+)
+
+
+@settings(max_examples=120, deadline=None, database=None)
+@given(
+    SPACES.flatmap(
+        lambda space: scenarios(
+            tier=space[0].split("+")[0],  # type: ignore[arg-type]
+            store_faults=space[0].endswith("faults"),
+            max_world=space[1],
+        )
+    )
+)
+def test_no_polishing_candidate_fails_validation(scenario: Scenario) -> None:
+    """``normalised_candidates`` validates each one: a gap in the rules raises here."""
+    for cand in normalised_candidates(scenario):
+        assert violations(cand) == []
+        assert normalised(cand) == cand
+
+
+def _same_size_finding() -> Scenario:
+    """Before refusal.accepted.same-size.boundary: 2 ranks, then 4 refused over C=3."""
+    return Scenario(
+        pipeline=PipelineSpec(canonical_replicas=3),
+        phases=(
+            Phase(2, 2, (CheckpointAt(1),)),
+            Phase(4, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
+        ),
+    ).validate()
+
+
+def test_moving_a_rank_rederives_the_refusal_from_the_rule() -> None:
+    """Moving a rank from the refused launch gives 3 and 3 ranks over C=3: the raw candidate
+    keeps the flag (what the explorer once reported), the normalised one drops it."""
+    s = _same_size_finding()
+    raw = [c for c in candidates(s) if [ph.world_size for ph in c.phases] == [3, 3]]
+    assert raw and raw[0].phases[1].expect_failure
+    judged = [c for c in normalised_candidates(s) if [ph.world_size for ph in c.phases] == [3, 3]]
+    assert judged and not any(ph.expect_failure for ph in judged[0].phases)
+
+
+def test_a_link_fault_moved_onto_one_rank_goes() -> None:
+    """checkpoint.other.resized.boundary: shrinking a faulted launch to one rank drops the
+    fault (one rank never contacts the store), so no 'left no evidence' finding follows."""
+    s = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=2.0),
+        phases=(
+            Phase(
+                2,
+                2,
+                (CheckpointAt(1),),
+                proxy_faults=(ProxyFault(0, "reset_peer", {"timeout": 0}, at="announce"),),
+                retry="lockstep",
+            ),
+            Phase(2, 2),
+        ),
+    ).validate()
+    one_rank = [c for c in normalised_candidates(s) if c.phases[0].world_size == 1]
+    assert one_rank
+    assert all(c.phases[0].proxy_faults == () and c.phases[0].retry == "none" for c in one_rank)
+
+
+def test_polish_judges_only_valid_scenarios() -> None:
+    judged: list[Scenario] = []
+
+    def judge(s: Scenario) -> str | None:
+        judged.append(s)
+        return "refusal" if any(ph.expect_failure for ph in s.phases) else None
+
+    best = polish(_same_size_finding(), "refusal", judge, time.monotonic() + 30)
+    assert judged
+    assert all(violations(s) == [] for s in judged)
+    assert [ph.world_size for ph in best.phases] == [2]
+    assert best.pipeline.canonical_replicas == 1 and best.phases[0].expect_failure
