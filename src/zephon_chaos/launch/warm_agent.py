@@ -119,7 +119,9 @@ def worker_main(python: str, *cmd_args: str) -> None:
 
 def _die_uncaught(exc: BaseException) -> NoReturn:
     """End as ``python ENTRY`` ends on an uncaught exception: its traceback on stderr, then
-    exit status 1 (a ``KeyboardInterrupt``: death by SIGINT).
+    exit status 1; a ``KeyboardInterrupt`` ends in death by SIGINT, and a signal the agent's
+    inherited handler turned into torchelastic's ``SignalException`` (one arriving before
+    :func:`_reset_inherited_state`) in death by that signal, as it would kill an exec'd rank.
 
     Letting it escape instead would reach torchelastic's fork wrapper, ``_wrap``, whose
     ``record`` rewrites the rank's error file *in place* (torch's ``ErrorHandler`` opens it
@@ -128,12 +130,21 @@ def _die_uncaught(exc: BaseException) -> NoReturn:
     ``ProcessFailure`` re-raises the ``JSONDecodeError``: the agent crashes and every rank's
     exit status and message are lost. An exec'd rank has no such second writer.
     """
-    sys.excepthook(type(exc), exc, exc.__traceback__)
-    if isinstance(exc, KeyboardInterrupt):
-        spawn_hook_call("_note_exit")
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    sig: int | None = None
+    if isinstance(exc, SignalException):
+        sig = int(exc.sigval)
+    else:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        if isinstance(exc, KeyboardInterrupt):
+            sig = signal.SIGINT
+            spawn_hook_call("_note_exit")  # the interpreter runs atexit before that kill
+    if sig is not None:
         _flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
     raise SystemExit(1) from None
 
 

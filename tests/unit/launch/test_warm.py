@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -295,3 +298,44 @@ def test_a_failing_ranks_error_file_is_written_whole_or_not_at_all(
     assert result.rank(1).status.startswith(MISBEHAVIOURS["raise"].statuses), report
     assert result.rank(1).error == "RuntimeError: rank 1 fails on purpose", report
     assert result.rank(0).status == "killed by SIGTERM", report
+
+
+def _run_as_torchelastic_runs_a_forked_worker(script: str, error_file: str) -> None:
+    """What torchelastic's fork path does around the entry point: its own ``record``."""
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    from zephon_chaos.launch.warm_agent import worker_main
+
+    os.environ["TORCHELASTIC_ERROR_FILE"] = error_file
+    record(worker_main)(sys.executable, "-u", script)
+
+
+@pytest.mark.parametrize(
+    ("raised", "exitcode"),
+    [
+        ("RuntimeError('boom')", 1),
+        ("KeyboardInterrupt()", -signal.SIGINT),
+        ("SignalException('stopped', signal.SIGTERM)", -signal.SIGTERM),
+    ],
+)
+def test_a_forked_rank_ends_on_an_uncaught_exception_as_an_exec_d_one_does(
+    tmp_path: Path, raised: str, exitcode: int
+) -> None:
+    """Status 1, or death by the signal, and torch's wrapper writes no error file."""
+    script = tmp_path / "rank.py"
+    script.write_text(
+        "import signal\n"
+        "from torch.distributed.elastic.multiprocessing.api import SignalException\n"
+        f"raise {raised}\n"
+    )
+    error_file = tmp_path / "error.json"
+    proc = multiprocessing.get_context("fork").Process(
+        target=_run_as_torchelastic_runs_a_forked_worker, args=(str(script), str(error_file))
+    )
+    proc.start()
+    proc.join(timeout=60)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    assert proc.exitcode == exitcode
+    assert not error_file.exists(), error_file.read_text()
