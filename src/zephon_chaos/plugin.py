@@ -11,6 +11,7 @@ from zephon_chaos.fixtures.chaos import chaos, store_proxy  # noqa: F401
 from zephon_chaos.fixtures.gpu import chaos_gpu_gate, cuda_devices, gpu_world  # noqa: F401
 from zephon_chaos.fixtures.groups import chaos_tmp_root, torchrun_group  # noqa: F401
 from zephon_chaos.fixtures.hygiene import chaos_hygiene, chaos_registry  # noqa: F401
+from zephon_chaos.fixtures.netns import chaos_hosts, multinode_resume_check  # noqa: F401
 from zephon_chaos.fixtures.proxy import echo_server, toxiproxy, toxiproxy_server  # noqa: F401
 from zephon_chaos.fixtures.recipe import recipe_run  # noqa: F401
 from zephon_chaos.fixtures.resume import resume_check, zephon_dataset  # noqa: F401

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import time
 import uuid
@@ -20,7 +21,9 @@ RELEASE = b"release\n"
 
 
 def _address(name: str) -> str:
-    return "\0" + name
+    """An abstract name, or a socket path (``/...``): abstract sockets belong to one network
+    namespace, a path reaches ranks on hosts in namespaces of their own (``launch.netns``)."""
+    return name if name.startswith("/") else "\0" + name
 
 
 def notify(name: str, event: dict[str, Any], *, wait_s: float | None = None) -> str:
@@ -75,6 +78,7 @@ class InterposerControl:
     """The harness's end: ``expect(rank=1, phase="shard")`` waits for that rank's event."""
 
     def __init__(self, name: str | None = None) -> None:
+        """``name``: abstract by default; a path (``/...``) for ranks in other namespaces."""
         self.name = name or f"zephon-chaos-{uuid.uuid4().hex}"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(_address(self.name))
@@ -127,6 +131,9 @@ class InterposerControl:
             heard.release()
         self._pending.clear()
         self._listener.close()
+        if self.name.startswith("/"):
+            with contextlib.suppress(OSError):
+                os.unlink(self.name)
 
     def __enter__(self) -> InterposerControl:
         return self

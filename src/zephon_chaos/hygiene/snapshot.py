@@ -6,6 +6,8 @@ A leak is what the test started and did not stop:
   before, or any process carrying this test's owner token (so an orphan re-parented to init
   still counts) — killed, with the ports it listened on;
 * a listening port of this process that was not listening before, or one the test registered;
+* a network namespace of a host network the test made (``launch.netns``), or a link of the
+  machine's own namespace named with that network's token (none is ever made there);
 * a temp entry: anything left in the test's private TMPDIR, a private directory a fixture
   registered, or a ``/dev/shm`` segment that appeared, that no live process holds, and that is
   ours (``zephon*``/``torchelastic_*``/``torch_*``) and names a PID of the test's processes
@@ -34,10 +36,12 @@ import psutil
 
 from zephon_chaos.hygiene.owner import OWNER_VAR
 from zephon_chaos.hygiene.proctable import held_paths, is_held, listening_ports_of, our_processes
+from zephon_chaos.launch.netns import HostNetwork, delete_namespace, named_namespaces
 from zephon_chaos.launch.procs import ProcessRegistry, ProcId, proc_id
 
 LEAK_PREFIXES = ("zephon", "torchelastic_")
 SHM_DIR = Path("/dev/shm")
+ROOT_LINKS = "/sys/class/net"
 _NUMBERS = re.compile(r"\d+")
 KILL_WAIT_S = 5.0
 MAX_LISTED = 20
@@ -91,6 +95,7 @@ class Resources:
     registries: list[ProcessRegistry] = field(default_factory=list)
     ports: set[int] = field(default_factory=set)
     dirs: list[Path] = field(default_factory=list)
+    networks: list[HostNetwork] = field(default_factory=list)
     on_registry: Callable[[ProcessRegistry], None] | None = None
     on_dir: Callable[[Path], None] | None = None
 
@@ -131,18 +136,20 @@ class Leaks:
     processes: list[str] = field(default_factory=list)
     ports: list[str] = field(default_factory=list)
     entries: list[str] = field(default_factory=list)
+    networks: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.processes or self.ports or self.entries)
+        return bool(self.processes or self.ports or self.entries or self.networks)
 
     def count(self) -> int:
-        return len(self.processes) + len(self.ports) + len(self.entries)
+        return len(self.processes) + len(self.ports) + len(self.entries) + len(self.networks)
 
     def describe(self) -> str:
         lines = ["the test left things behind (processes now killed, temp entries now deleted):"]
         lines += [f"  process {p}" for p in self.processes]
         lines += [f"  listening port {p}" for p in self.ports]
         lines += [f"  temp entry {e}" for e in self.entries]
+        lines += [f"  network {n}" for n in self.networks]
         lines.append(
             "Way out: stop what you start (use the torchrun_group/toxiproxy fixtures, or close "
             "stores and sockets, and remove temp files), or mark the test no_chaos_hygiene if "
@@ -156,6 +163,7 @@ class Leaks:
             ("hygiene.leaked_processes", len(self.processes)),
             ("hygiene.leaked_ports", len(self.ports)),
             ("hygiene.leaked_entries", len(self.entries)),
+            ("hygiene.leaked_networks", len(self.networks)),
         ]
 
 
@@ -196,8 +204,27 @@ def find_and_remove_leaks(
             shutil.rmtree(d, ignore_errors=True)
     if test_tmp is not None:
         leaks.entries += _empty(test_tmp)
+    leaks.networks += _left_networks(resources.networks)
     leaks.entries += _new_shm(before.shm, ours)
     return leaks
+
+
+def _left_networks(networks: list[HostNetwork]) -> list[str]:
+    """Namespaces of the test's host networks that still exist, and links of the machine's
+    own namespace carrying their tokens (listed, then removed)."""
+    found = []
+    names = named_namespaces()
+    for net in networks:
+        for name in net.names:
+            if name in names:
+                found.append(f"namespace {name}")
+                with contextlib.suppress(Exception):
+                    delete_namespace(name)
+    with contextlib.suppress(OSError):
+        for link in sorted(os.listdir(ROOT_LINKS)):
+            if any(net.token in link for net in networks):
+                found.append(f"link {link} in the machine's own namespace")
+    return found
 
 
 def _kill(procs: list[ProcId]) -> None:

@@ -62,6 +62,9 @@ StackCollector = Callable[["TorchrunGroup"], dict[str, str]]
 class TorchrunGroup:
     """One launch: start it, watch it, fault it, wait for it with a deadline, reap it."""
 
+    places_hosts = False
+    """Whether this launcher puts agents on hosts of their own (``LaunchSpec.hosts``)."""
+
     def __init__(
         self,
         spec: LaunchSpec,
@@ -71,6 +74,11 @@ class TorchrunGroup:
         python: str = sys.executable,
     ) -> None:
         spec.validate()
+        if spec.hosts > 1 and not self.places_hosts:
+            raise ValueError(
+                f"{spec.name!r} asks for {spec.hosts} hosts; this launcher runs every agent "
+                "here: launch it with launch.netns_group.NetnsGroup (fixture chaos_hosts)"
+            )
         if not spec.module:
             # torchrun runs in the group's own directory: a relative script path would break.
             spec.entry = Path(spec.entry).resolve()
@@ -132,6 +140,18 @@ class TorchrunGroup:
             "--monitor-interval",
             "0.1",
         ]
+        argv += self._rendezvous_args(node)
+        if spec.module:
+            argv += ["-m", str(spec.entry)]
+        else:
+            argv.append(str(spec.entry))
+        argv += list(spec.args)
+        return argv
+
+    def _rendezvous_args(self, node: int) -> list[str]:
+        """How agent ``node`` finds the others (``--standalone``, master or rendezvous)."""
+        spec = self.spec
+        argv: list[str] = []
         if spec.path == "standalone":
             argv += ["--standalone", "--nnodes", "1"]
         elif spec.path == "static":
@@ -160,11 +180,6 @@ class TorchrunGroup:
                 "--rdzv-conf",
                 "is_host=false,join_timeout=60",
             ]
-        if spec.module:
-            argv += ["-m", str(spec.entry)]
-        else:
-            argv.append(str(spec.entry))
-        argv += list(spec.args)
         return argv
 
     def _rdzv_endpoint(self) -> tuple[str, int]:

@@ -33,6 +33,9 @@ class LaunchSpec:
     name: str = "group"
     rdzv_endpoint_for: Callable[[str, int], tuple[str, int]] | None = None
     """Maps the hosted rendezvous store's address to the one agents dial (a proxy, say)."""
+    hosts: int = 1
+    """> 1: each of the ``nnodes`` agents on a host of its own, a network namespace
+    (``launch.netns``); only a ``NetnsGroup`` launches it."""
 
     def validate(self) -> None:
         if self.path not in LAUNCH_PATHS:
@@ -46,6 +49,11 @@ class LaunchSpec:
         if self.nnodes > 1 and self.path == "standalone":
             raise ValueError(
                 "--standalone starts a single node; use path='c10d' or 'static' for nnodes > 1"
+            )
+        if self.hosts > 1 and (self.nnodes != self.hosts or self.path == "standalone"):
+            raise ValueError(
+                f"hosts={self.hosts} runs one agent per host: set nnodes={self.hosts} and "
+                "path 'c10d' or 'static'"
             )
         if self.deadline_s <= 0:
             raise ValueError(f"deadline_s must be positive, got {self.deadline_s}")
