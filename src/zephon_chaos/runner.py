@@ -112,6 +112,10 @@ def cli_launcher(root: Path) -> Launcher:
     """Launch through ``python -m torch.distributed.run``, each group under ``root``."""
 
     def launch(spec: LaunchSpec) -> GroupResult:
+        if spec.hosts > 1:
+            from zephon_chaos.launch.netns_group import run_on_hosts
+
+            return run_on_hosts(spec, root / spec.name)
         with TorchrunGroup(spec, root / spec.name) as group:
             return group.run()
 
@@ -178,7 +182,9 @@ class ScenarioRunner:
 
         return ProxyFaultSession()
 
-    def _launch(self, name: str, spec: WorkloadSpec, world_size: int, path: str) -> GroupResult:
+    def _launch(
+        self, name: str, spec: WorkloadSpec, world_size: int, path: str, hosts: int = 1
+    ) -> GroupResult:
         spec_file = Path(spec.out_dir) / "spec.json"
         spec.write(spec_file)
         return self.launcher(
@@ -186,7 +192,9 @@ class ScenarioRunner:
                 entry="zephon_chaos.workload",
                 module=True,
                 args=[str(spec_file)],
-                nproc=world_size,
+                nproc=world_size // hosts,
+                nnodes=hosts,
+                hosts=hosts,
                 path=path,  # type: ignore[arg-type]
                 deadline_s=self._deadline(),
                 name=name,
@@ -224,7 +232,7 @@ class ScenarioRunner:
                     proxy_faults = proxy_faults or self.open_proxy_faults()
                     spec, faulted = proxy_faults.prepare(spec, phase.proxy_faults, phase.world_size)
                 result = self._launch(
-                    f"s{self._count}-phase{i}", spec, phase.world_size, phase.launch
+                    f"s{self._count}-phase{i}", spec, phase.world_size, phase.launch, phase.hosts
                 )
                 records = track.cumulative(read_phase(out, phase.world_size))
                 c = scenario.canonical_replicas(i)
