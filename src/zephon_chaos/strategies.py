@@ -27,6 +27,11 @@ from zephon_chaos.scenario_rules import FOLLOWER_POINTS, LEADER_POINTS, lanes_pe
 from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
 from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
 from zephon_chaos.scenario_rules import collective as collective  # re-exported
+from zephon_chaos.validation.rules import (
+    AGGREGATE_COMPRESSORS,
+    AGGREGATE_SERIALIZERS,
+    SHUTDOWN_MODES,
+)
 from zephon_chaos.workload.spec import (
     RETRIES,
     ROUND_PHASES,
@@ -40,6 +45,11 @@ from zephon_chaos.workload.spec import (
 
 Tier = Literal["inproc", "torchrun"]
 TIERS: tuple[Tier, ...] = ("inproc", "torchrun")
+Profile = Literal["default", "downstream"]
+PROFILES: tuple[Profile, ...] = ("default", "downstream")
+"""``downstream``: the odds of what torchtitan-zephon runs (worker processes, ``mtp_mode``,
+torchrun's store, DCP persistence) become the common case on torchrun; ``default`` keeps
+worker processes rare, as each launch of them takes tens of seconds."""
 THREAD_FAULTS = ("raise",)
 PROCESS_FAULTS = ("raise", "exit", "sigkill", "sigterm")
 """Simplest first. ``sigstop`` (a hang) and ``kill_agent`` are left to targeted tests."""
@@ -58,12 +68,35 @@ RUNNER_CHOICES = ("inline", "threads", "process")
 INPROC_RUNNER_ODDS = (2, 1, 0)
 """Odds of each of ``RUNNER_CHOICES`` per tier: threads start no worker processes."""
 TORCHRUN_RUNNER_ODDS = (12, 6, 1)
+DOWNSTREAM_RUNNER_ODDS = (1, 1, 4)
+"""The downstream's ``runner="process"``, two launches in three (torchrun tier)."""
 MTP_CHOICES = ("off", "on")
 TORCHRUN_MTP_ODDS = (19, 1)
 """``mtp_mode`` on torchrun only (its child process, like worker processes, needs one)."""
+DOWNSTREAM_MTP_ODDS = (1, 2)
 MAPPING_CHOICES = ("contiguous", "interleaved")
 AGGREGATION_CHOICES = ("store", "store_explicit", "dir")
-PERSIST_FORMATS = ("pickle", "json", "torch")
+AGGREGATION_ODDS = (1, 1, 1)
+DOWNSTREAM_AGGREGATION_ODDS = (4, 1, 1)
+PERSIST_FORMATS = ("pickle", "json", "torch", "plain_json", "dcp")
+INPROC_PERSIST_ODDS = (1, 1, 1, 1, 0)
+"""``dcp`` saves and loads on every rank together over a process group: threads have none."""
+TORCHRUN_PERSIST_ODDS = (1, 1, 1, 1, 1)
+DOWNSTREAM_PERSIST_ODDS = (1, 1, 1, 1, 4)
+STORE_FAULT_PERSIST_ODDS = (1, 1, 1, 1, 0)
+"""No ``dcp`` beside link faults: after a split checkpoint outcome the ranks that got one
+would block in DCP's collective save, which the fault oracles' verdicts do not model."""
+SERIALIZER_CHOICES = AGGREGATE_SERIALIZERS
+COMPRESSOR_CHOICES = AGGREGATE_COMPRESSORS
+CODEC_ODDS = (3, 1)
+"""Zephon's default codec three times in four; values from ``validation.rules``."""
+AGGREGATE_TIMEOUTS_S = (30.0, 180.0)
+"""The spec's default, then Zephon's. Shorter ones belong to link-fault scenarios (which
+set their own): a round can wait that long for a rank whose worker processes still start."""
+PREFETCH_CHOICES = (None, 0, 1, 32)
+"""``prefetch_batches``: Zephon's derived depth, none, one, deeper than derived here."""
+SHUTDOWN_CHOICES = SHUTDOWN_MODES
+SHUTDOWN_ODDS = (3, 1)
 RUN_ID_POLICIES = ("fixed", "per_launch")
 DATA_KINDS = ("memory", "jsonl")
 EXHAUSTION_CHOICES = ("repeat", "stop")
@@ -133,28 +166,50 @@ def data_specs(draw: st.DrawFn) -> DataSpec:
 
 @cache
 def pipeline_specs(
-    tier: Tier, max_c: int, store_only: bool = False
+    tier: Tier, max_c: int, store_only: bool = False, profile: Profile = "default"
 ) -> st.SearchStrategy[PipelineSpec]:
-    """C, mapping, runner, ``mtp_mode`` and aggregation; worker processes only on torchrun;
-    ``store_only``: aggregation through torchrun's store (what link faults act on)."""
-    runners = _weighted(
-        RUNNER_CHOICES, INPROC_RUNNER_ODDS if tier == "inproc" else TORCHRUN_RUNNER_ODDS
-    )
+    """C, mapping, runner, ``mtp_mode``, aggregation and Zephon's options on that path (codec,
+    timeout, prefetch depth, shutdown mode), each shrinking to its default; worker processes
+    only on torchrun; ``store_only``: aggregation through torchrun's store (what link faults
+    act on); ``profile``: see ``PROFILES``."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    downstream = profile == "downstream"
+    if tier == "inproc":
+        runner_odds = INPROC_RUNNER_ODDS
+    else:
+        runner_odds = DOWNSTREAM_RUNNER_ODDS if downstream else TORCHRUN_RUNNER_ODDS
+    mtp_odds = DOWNSTREAM_MTP_ODDS if downstream else TORCHRUN_MTP_ODDS
     mtp = (
         st.just(False)
         if tier == "inproc"
-        else _weighted(MTP_CHOICES, TORCHRUN_MTP_ODDS).map(lambda v: v == "on")
+        else _weighted(MTP_CHOICES, mtp_odds).map(lambda v: v == "on")
     )
+    agg_odds = DOWNSTREAM_AGGREGATION_ODDS if downstream else AGGREGATION_ODDS
     return st.builds(
         PipelineSpec,
         canonical_replicas=st.integers(1, max_c),
         mapping=st.sampled_from(MAPPING_CHOICES),
-        runner=runners,
+        runner=_weighted(RUNNER_CHOICES, runner_odds),
         mtp_mode=mtp,
         aggregation=st.just("store")
         if store_only
-        else st.sampled_from(AGGREGATION_CHOICES),
+        else _weighted(AGGREGATION_CHOICES, agg_odds),
+        aggregate_timeout_s=_one_of(AGGREGATE_TIMEOUTS_S),
+        aggregate_serializer=_weighted(SERIALIZER_CHOICES, CODEC_ODDS),
+        aggregate_compressor=_weighted(COMPRESSOR_CHOICES, CODEC_ODDS),
+        prefetch_batches=_one_of(PREFETCH_CHOICES),
+        shutdown_mode=_weighted(SHUTDOWN_CHOICES, SHUTDOWN_ODDS),
     )
+
+
+def persist_odds(tier: Tier, store_faults: bool, profile: Profile) -> tuple[int, ...]:
+    """Odds of each of ``PERSIST_FORMATS`` for a tier, link faults or not, and a profile."""
+    if tier == "inproc":
+        return INPROC_PERSIST_ODDS
+    if store_faults:
+        return STORE_FAULT_PERSIST_ODDS
+    return DOWNSTREAM_PERSIST_ODDS if profile == "downstream" else TORCHRUN_PERSIST_ODDS
 
 
 def _phase(
@@ -240,9 +295,11 @@ def scenarios(
     faults: bool = True,
     plant: str | None = None,
     store_faults: bool = False,
+    profile: Profile = "default",
 ) -> Scenario:
     """A valid scenario for ``tier``; ``plant`` makes every one carry that deliberate defect;
-    ``store_faults`` (torchrun only) adds faults on the ranks' links to the store."""
+    ``store_faults`` (torchrun only) adds faults on the ranks' links to the store;
+    ``profile`` sets the odds of the pipeline and persistence (see ``PROFILES``)."""
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
     if store_faults and tier != "torchrun":
@@ -252,9 +309,11 @@ def scenarios(
         raise ValueError("max_world must be at least 1 and max_phases within 1..5")
     # Launches come last: shrinking their count then cuts the tail of the choices and leaves
     # the meaning of everything drawn before unchanged.
-    pipeline = draw(pipeline_specs(tier, max_c=2 * max_world, store_only=store_faults))
+    pipeline = draw(
+        pipeline_specs(tier, max_c=2 * max_world, store_only=store_faults, profile=profile)
+    )
     data = _data(draw)
-    persist_format = draw(_one_of(PERSIST_FORMATS))
+    persist_format = draw(_weighted(PERSIST_FORMATS, persist_odds(tier, store_faults, profile)))
     run_id_policy = draw(_one_of(RUN_ID_POLICIES))
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.

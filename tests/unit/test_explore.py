@@ -122,6 +122,7 @@ def _scenario_file(tmp_path: Path, name: str, mutate=None) -> Path:
         (["explore", "--max-phases", "9"], "--max-phases 9: must be within 1..5"),
         (["explore", "--plant", "nope"], "--plant 'nope': choose one of"),
         (["explore", "--store-faults"], "--store-faults needs --tier torchrun or both"),
+        (["explore", "--profile", "fast"], "--profile 'fast': choose one of default, downstream"),
         (["run", "{missing}"], "cannot read scenario file"),
         (["replay", "{bad_json}"], "not JSON"),
         (["replay", "{newer}"], f".version: {SCENARIO_VERSION + 1} is newer"),
@@ -135,6 +136,7 @@ def _scenario_file(tmp_path: Path, name: str, mutate=None) -> Path:
         "phases",
         "plant",
         "store-faults-in-process",
+        "profile",
         "missing-file",
         "malformed",
         "newer-version",
@@ -381,3 +383,13 @@ def test_polishing_stays_in_the_space_the_strategies_generate() -> None:
     assert all(s.phases[-1].steps == RUN_DRY_STEPS for s in judged)
     assert len(best.phases) == 1 and best.phases[0].steps == RUN_DRY_STEPS
     assert best.phases[0].checkpoints
+
+
+@pytest.mark.parametrize("profile", ["default", "downstream"])
+def test_the_profile_flag_reaches_the_search(tmp_path: Path, profile: str) -> None:
+    from zephon_chaos.cli import build_parser
+    from zephon_chaos.commands.explore import _config
+
+    argv = ["explore", "--report", str(tmp_path / "r"), "--tier", "torchrun"]
+    args = build_parser().parse_args([*argv, "--profile", profile])
+    assert _config(args).profile == profile

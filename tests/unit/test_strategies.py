@@ -12,14 +12,26 @@ from zephon_chaos.inproc import inproc_refusal
 from zephon_chaos.scenario import ProxyFault, Scenario
 from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.strategies import (
+    DOWNSTREAM_AGGREGATION_ODDS,
+    DOWNSTREAM_MTP_ODDS,
+    DOWNSTREAM_RUNNER_ODDS,
+    PERSIST_FORMATS,
     REFUSAL_ERROR,
     RUN_DRY_STEPS,
     STORE_FAULT_TIMEOUT_S,
     STORE_TOXICS,
+    TORCHRUN_MTP_ODDS,
+    TORCHRUN_RUNNER_ODDS,
     lanes_per_rank,
+    persist_odds,
     scenarios,
 )
-from zephon_chaos.workload.spec import RETRIES, CheckpointAt
+from zephon_chaos.validation.rules import (
+    AGGREGATE_COMPRESSORS,
+    AGGREGATE_SERIALIZERS,
+    SHUTDOWN_MODES,
+)
+from zephon_chaos.workload.spec import RETRIES, CheckpointAt, PipelineSpec
 
 SHRINK = settings(
     database=None, max_examples=3000, suppress_health_check=list(HealthCheck), deadline=None
@@ -235,3 +247,97 @@ def test_a_refusal_shrinks_to_two_ranks_over_one_lane() -> None:
 def test_a_bad_tier_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown tier 'gpu'"):
         find(scenarios(tier="gpu"), lambda s: True, settings=REACH)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------- Zephon options, profiles
+
+ZEPHON_OPTIONS = ("aggregate_serializer", "aggregate_compressor", "prefetch_batches",
+                  "shutdown_mode", "aggregate_timeout_s")
+OPTION_VALUES: dict[str, Callable[[Scenario], bool]] = {
+    "json serializer": lambda s: s.pipeline.aggregate_serializer == "json",
+    "no compressor": lambda s: s.pipeline.aggregate_compressor == "none",
+    "no prefetch": lambda s: s.pipeline.prefetch_batches == 0,
+    "prefetch 1": lambda s: s.pipeline.prefetch_batches == 1,
+    "deep prefetch": lambda s: (s.pipeline.prefetch_batches or 0) > 8,
+    "hard shutdown": lambda s: s.pipeline.shutdown_mode == "hard",
+    "Zephon's timeout": lambda s: s.pipeline.aggregate_timeout_s == 180.0,
+    "plain json persistence": lambda s: s.persist_format == "plain_json",
+}
+
+
+@pytest.mark.parametrize("tier", ["inproc", "torchrun"])
+@pytest.mark.parametrize("feature", sorted(OPTION_VALUES))
+def test_both_tiers_reach_every_zephon_option_value(tier: str, feature: str) -> None:
+    find(scenarios(tier=tier), OPTION_VALUES[feature], settings=REACH)  # type: ignore[arg-type]
+
+
+def test_only_the_torchrun_tier_draws_dcp_persistence() -> None:
+    find(scenarios(tier="torchrun"), lambda s: s.persist_format == "dcp", settings=REACH)
+    dcp = PERSIST_FORMATS.index("dcp")
+    assert persist_odds("inproc", False, "downstream")[dcp] == 0
+    assert persist_odds("torchrun", True, "downstream")[dcp] == 0  # never beside link faults
+
+
+def test_the_spec_defaults_are_zephons_and_come_first_in_the_value_sets() -> None:
+    """So a scenario file written before these fields means what it meant, and shrinking
+    (toward the first value) ends at Zephon's behaviour."""
+    from zephon.options import RuntimeOptions
+
+    spec, zephon = PipelineSpec(), RuntimeOptions()
+    for name, values in [
+        ("aggregate_serializer", AGGREGATE_SERIALIZERS),
+        ("aggregate_compressor", AGGREGATE_COMPRESSORS),
+        ("shutdown_mode", SHUTDOWN_MODES),
+    ]:
+        assert getattr(spec, name) == getattr(zephon, name) == values[0], name
+    assert spec.prefetch_batches is zephon.prefetch_batches is None
+
+
+@pytest.mark.parametrize(
+    ("tier", "profile"),
+    [("inproc", "default"), ("torchrun", "default"), ("torchrun", "downstream")],
+)
+def test_zephon_options_shrink_to_their_defaults(tier: str, profile: str) -> None:
+    """Asking for one non-default option leaves every other at its default, and the plainest
+    scenario of any profile is the plainest pipeline (inline, store, pickle)."""
+    plain = PipelineSpec()
+    strategy = scenarios(tier=tier, profile=profile)  # type: ignore[arg-type]
+    s = find(strategy, lambda s: s.pipeline.aggregate_compressor == "none", settings=SHRINK)
+    for name in ZEPHON_OPTIONS:
+        if name != "aggregate_compressor":
+            assert getattr(s.pipeline, name) == getattr(plain, name), name
+    s = find(strategy, lambda s: True, settings=SHRINK)
+    assert (s.pipeline.runner, s.pipeline.mtp_mode, s.pipeline.aggregation) == (
+        "inline",
+        False,
+        "store",
+    )
+    assert s.persist_format == "pickle"
+    assert all(getattr(s.pipeline, n) == getattr(plain, n) for n in ZEPHON_OPTIONS)
+
+
+def _share(odds: tuple[int, ...], index: int) -> float:
+    return odds[index] / sum(odds)
+
+
+def test_the_downstream_profile_makes_the_downstreams_defaults_common_on_torchrun() -> None:
+    """torchtitan-zephon runs worker processes, mtp_mode, torchrun's store and DCP; the
+    default profile keeps worker processes rare (a launch of them takes tens of seconds)."""
+    assert _share(DOWNSTREAM_RUNNER_ODDS, 2) > 0.5 and _share(TORCHRUN_RUNNER_ODDS, 2) < 0.1
+    assert _share(DOWNSTREAM_MTP_ODDS, 1) > 0.5 and _share(TORCHRUN_MTP_ODDS, 1) < 0.1
+    assert _share(DOWNSTREAM_AGGREGATION_ODDS, 0) > 0.5
+    dcp = PERSIST_FORMATS.index("dcp")
+    assert _share(persist_odds("torchrun", False, "downstream"), dcp) >= 0.5
+    assert _share(persist_odds("torchrun", False, "default"), dcp) < 0.5
+    find(
+        scenarios(tier="torchrun", profile="downstream"),
+        lambda s: s.pipeline.runner == "process"
+        and s.pipeline.mtp_mode
+        and s.persist_format == "dcp",
+        settings=REACH,
+    )
+
+
+def test_an_unknown_profile_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown profile 'fast'"):
+        find(scenarios(profile="fast"), lambda s: True, settings=REACH)  # type: ignore[arg-type]

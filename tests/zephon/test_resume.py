@@ -49,6 +49,11 @@ ROWS: dict[str, Row] = {
         (3, 2), CheckpointAt(1), aggregation="dir", persist_format="torch", launches=("c10d",)
     ),
     "2-2": Row((2, 2)),
+    "2-3 DCP on every rank, json codec uncompressed": Row(
+        (2, 3),
+        persist_format="dcp",
+        pipeline={"aggregate_serializer": "json", "aggregate_compressor": "none"},
+    ),
     "2-2 mid-window, same topology": Row((2, 2), CheckpointAt(1, 1)),
     "2-3 mid-window, resized": Row((2, 3), CheckpointAt(1, 1), contract=MULTISET),
     "2-4 C=6 (remainder 2)": Row((2, 4), pipeline={"mapping": "interleaved"}),
@@ -102,3 +107,7 @@ def test_resumed_global_batches_match_an_uninterrupted_run(resume_check, name: s
         (facts,) = run.checkpoints.facts
         assert sorted(facts.ok_ranks) == list(range(run.phase.world_size))
         assert facts.mid_window == bool(facts.warned)
+        if row.persist_format == "dcp":  # every rank's part of DCP's folder, and its index
+            saved = run.spec.checkpoint_path(facts.index)
+            assert (saved / ".metadata").is_file()
+            assert len(list(saved.glob("*.distcp"))) == run.phase.world_size

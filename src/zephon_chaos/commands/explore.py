@@ -99,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "failed checkpoint (none, lockstep, independent)",
     )
     parser.add_argument(
+        "--profile",
+        default="default",
+        help="odds of the generated pipelines: default (worker processes rare: each launch of "
+        "them takes tens of seconds), or downstream: on torchrun, what torchtitan-zephon runs "
+        "(runner process, mtp_mode, torchrun's store, DCP persistence) is the common case",
+    )
+    parser.add_argument(
         "--plant",
         default=None,
         metavar="NAME",
@@ -141,6 +148,10 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         )
     if args.plant is not None and args.plant not in PLANTS:
         raise UsageError(f"--plant {args.plant!r}: choose one of {', '.join(PLANTS)}")
+    from zephon_chaos.strategies import PROFILES
+
+    if args.profile not in PROFILES:
+        raise UsageError(f"--profile {args.profile!r}: choose one of {', '.join(PROFILES)}")
     report = Path(args.report)
     if report.exists() and not report.is_dir():
         raise UsageError(f"--report {report}: exists and is not a directory")
@@ -159,6 +170,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         deadline_s=args.deadline,
         launch=args.launch,
         store_faults=args.store_faults,
+        profile=args.profile,
         stream=sys.stderr,
     )
 

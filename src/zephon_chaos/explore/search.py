@@ -83,6 +83,9 @@ class ExploreConfig:
     """How the torchrun tier starts groups: ``warm`` (forked, fast) or ``cli``."""
     store_faults: bool = False
     """Torchrun tier: faults on the ranks' links to the store, with retry policies."""
+    profile: str = "default"
+    """Odds of the generated pipelines (``strategies.PROFILES``): ``downstream`` makes what
+    torchtitan-zephon runs the common case on torchrun."""
     confirm_runs: int = CONFIRM_RUNS
     stream: TextIO | None = None
     progress_interval_s: float = 15.0
@@ -225,6 +228,7 @@ class Explorer:
             max_phases=cfg.max_phases,
             plant=cfg.plant,
             store_faults=cfg.store_faults and tier == "torchrun",
+            profile=cfg.profile,  # type: ignore[arg-type]
         )
         began = time.monotonic()
         round_no = 0
