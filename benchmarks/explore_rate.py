@@ -1,6 +1,7 @@
 """Scenario rates of both tiers, and the validation property's examples per second, in one run.
 
     python benchmarks/explore_rate.py [--inproc 30] [--torchrun 3] [--validation 60]
+                                      [--code-coverage 24]
 
 Torchrun is measured twice: CLI launches (``python -m torch.distributed.run``, the default
 of ``zephon-chaos``) and warm launches (``--launch warm``: agent and workers forked from a
@@ -10,6 +11,10 @@ boundary at step 2, then two more steps on three ranks). Each run uses another d
 so every scenario pays for its own uninterrupted reference run, as in exploration. The first
 in-process run (which imports Zephon into the rank threads) is timed apart. Targets: 60
 scenarios/min in process, 4/min on torchrun, on 2 cores.
+
+``--code-coverage N``: N more in-process scenarios, alternating pairs without and with the
+explorer's measuring of Zephon's code armed (``explore.codecov``: coverage.py on one scenario
+in ``MEASURE_EVERY``), so both rates come from the same minutes of a shared machine.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from zephon_chaos.explore.codecov import MEASURE_EVERY
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec
@@ -48,6 +54,33 @@ def scenario_rate(runner: ScenarioRunner, runs: int, first_seed: int) -> tuple[f
             shutil.rmtree(outcome.scenario_file.parent, ignore_errors=True)
     seconds = time.perf_counter() - started
     return seconds, 60.0 * runs / seconds
+
+
+def code_coverage_rates(runner: ScenarioRunner, runs: int, first_seed: int) -> tuple[float, float]:
+    """(scenarios/min without, with the explorer's code measuring armed), interleaved."""
+    from zephon_chaos.explore.codecov import ZephonCoverage
+
+    code = ZephonCoverage()
+    spent = {False: 0.0, True: 0.0}
+    done = {False: 0, True: 0}
+    for i in range(runs):
+        armed = (i // 2) % 2 == 1
+        if armed:
+            code.arm()
+        started = time.perf_counter()
+        outcome = runner.run(resize_2_to_3(first_seed + i))
+        spent[armed] += time.perf_counter() - started
+        done[armed] += 1
+        code.saw_scenario()
+        code.disarm()
+        if not outcome.ok:
+            raise SystemExit(f"the benchmark scenario failed:\n{outcome.report()}")
+        if outcome.scenario_file is not None:
+            shutil.rmtree(outcome.scenario_file.parent, ignore_errors=True)
+    if code.reach() is None:
+        raise SystemExit(f"Zephon's code was not measured: {code.skipped}")
+    off, on = (60.0 * done[k] / spent[k] if spent[k] else 0.0 for k in (False, True))
+    return off, on
 
 
 def validation_examples_per_s(examples: int) -> tuple[int, float] | None:
@@ -97,9 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inproc", type=int, default=30, metavar="N")
     parser.add_argument("--torchrun", type=int, default=3, metavar="N")
     parser.add_argument("--validation", type=int, default=60, metavar="N")
+    parser.add_argument("--code-coverage", type=int, default=0, metavar="N")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="zc-bench-explore-"))
     rows: list[tuple[str, int, float, float]] = []
+    coverage_rates: tuple[float, float] | None = None
     try:
         from zephon_chaos.inproc import inproc_runner
 
@@ -111,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
                     lambda: scenario_rate(runner, args.inproc, 1),
                 )
                 rows.append(("inproc", args.inproc, seconds, rate))
+            if args.code_coverage > 0:
+                print(f"measuring {args.code_coverage} in-process scenarios, code coverage "
+                      "armed on every other pair ...", flush=True)
+                coverage_rates = code_coverage_rates(runner, args.code_coverage, 500)
         if args.torchrun > 0:
             from zephon_chaos.explore.tiers import close_runner, make_runner
 
@@ -136,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{tier:<15}{runs:>10}{seconds:>10.1f}{rate:>10.1f}{target:>8.0f}{rate / target:>8.2f}"
         )
     print(f"first in-process scenario (imports Zephon): {warm_s:.1f} s")
+    if coverage_rates is not None:
+        off, on = coverage_rates
+        print(
+            f"in process, interleaved: {off:.1f}/min without, {on:.1f}/min with Zephon's code "
+            f"measured on one scenario in {MEASURE_EVERY} (ratio {on / off:.2f})"
+        )
     rates = {tier: rate for tier, _, _, rate in rows}
     for other in ("torchrun", "torchrun-warm"):
         if "inproc" in rates and other in rates:

@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zephon_chaos.explore.budget import format_duration
+from zephon_chaos.explore.codecov import MEASURE_EVERY, NotMeasured, ZephonCoverage
+from zephon_chaos.explore.codecov import write_files as write_codecov
 from zephon_chaos.explore.findings import Finding, Section
 from zephon_chaos.explore.liveness_table import LivenessTally
+from zephon_chaos.explore.space import Cell, Declared, Dim, Space, Why, cells_of, declare
 from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
@@ -16,88 +19,137 @@ from zephon_chaos.scenario import Scenario
 
 @dataclass
 class Coverage:
-    """How many scenarios exercised each feature (a scenario counts once per feature)."""
+    """Per tier, how many scenarios reached each cell of the declared scenario space (a
+    scenario counts once per cell, :mod:`zephon_chaos.explore.space`), and Zephon's own code
+    reached by the in-process tier (:mod:`zephon_chaos.explore.codecov`)."""
 
-    counts: Counter[str] = field(default_factory=Counter)
+    counts: dict[str, Counter[Cell]] = field(default_factory=dict)
+    spaces: dict[str, Space] = field(default_factory=dict)
+    code: ZephonCoverage | None = None
+    last: tuple[Scenario, frozenset[Cell]] | None = None
+    """The scenario added last and its cells (what the search's steering scores)."""
 
-    def add(self, scenario: Scenario, outcome: ScenarioOutcome | None) -> None:
-        self.counts.update(set(features(scenario, outcome)))
+    def declare(self, space: Space) -> None:
+        self.spaces.setdefault(space.tier, space)
 
-    def table(self) -> list[tuple[str, int]]:
-        return sorted(self.counts.items(), key=lambda kv: (kv[0].split(":")[0], kv[0]))
+    def add(
+        self, scenario: Scenario, outcome: ScenarioOutcome | None, tier: str = "inproc"
+    ) -> None:
+        cells = frozenset(cells_of(scenario, outcome))
+        self.counts.setdefault(tier, Counter()).update(cells)
+        self.last = (scenario, cells)
+        if self.code is not None:
+            self.code.saw_scenario()
+
+    def code_coverage(self) -> ZephonCoverage:
+        if self.code is None:
+            self.code = ZephonCoverage()
+        return self.code
+
+    def space(self, tier: str, max_world: int) -> Space:
+        """The declared space of ``tier``; the strategies' defaults where none was declared."""
+        return self.spaces.get(tier) or declare(tier, max_world=max_world)
+
+    def table(self, tier: str, max_world: int = 4) -> list[tuple[Declared, int]]:
+        """Every declared cell of ``tier`` with its count, in declaration order."""
+        counts = self.counts.get(tier, Counter())
+        return [(d, counts.get(d.cell, 0)) for d in self.space(tier, max_world).cells]
+
+    def outside(self, tier: str, max_world: int = 4) -> list[tuple[Cell, int]]:
+        """Cells reached that the declared space lacks: the space lags the strategies."""
+        space = self.space(tier, max_world)
+        return sorted(
+            ((c, n) for c, n in self.counts.get(tier, Counter()).items() if c not in space),
+            key=lambda cn: (cn[0].dim.name, cn[0].value),
+        )
+
+    def section(self, report_dir: Path, max_world: int) -> list[str]:
+        """The summary's coverage section; writes Zephon's code reach next to it."""
+        lines = ["", "## Coverage"]
+        for tier in self.counts or self.spaces:
+            lines += self._tier_section(tier, max_world)
+        lines += self._code_section(report_dir)
+        return lines
+
+    def _tier_section(self, tier: str, max_world: int) -> list[str]:
+        rows = self.table(tier, max_world)
+        reachable = [(d, n) for d, n in rows if d.why_not is None]
+        reached = sum(1 for _, n in reachable if n)
+        space = self.space(tier, max_world)
+        lines = [
+            "",
+            f"### {tier}: {reached} of {len(reachable)} reachable cells reached "
+            f"(world sizes 1..{space.max_world}, up to {space.max_phases} launches"
+            + (", store faults" if space.store_faults else "")
+            + f"); {len(rows) - len(reachable)} cells unreachable by design",
+            "",
+            "| dimension | cell | scenarios |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {d.cell.dim.value} | {d.cell.label()} | {n if n else NEVER} |" for d, n in reachable
+        ]
+        unreachable: dict[tuple[Dim, Why], list[Cell]] = {}
+        for d, _ in rows:
+            if d.why_not is not None:
+                unreachable.setdefault((d.cell.dim, d.why_not), []).append(d.cell)
+        if unreachable:
+            lines += ["", "Unreachable by design:", "", "| dimension | cells | why |"]
+            lines.append("|---|---|---|")
+            for (dim, why), cells in unreachable.items():
+                shown = "; ".join(c.label() for c in cells[:UNREACHABLE_SHOWN])
+                more = len(cells) - UNREACHABLE_SHOWN
+                shown += f"; and {more} more" if more > 0 else ""
+                lines.append(f"| {dim.value} | {shown} | {why.value} |")
+        outside = self.outside(tier, max_world)
+        if outside:
+            lines += ["", "Reached, yet outside the declared space (explore/space.py lags):", ""]
+            lines += [f"- {c.dim.value}: {c.label()} ({n})" for c, n in outside]
+        return lines
+
+    def _code_section(self, report_dir: Path) -> list[str]:
+        code = self.code
+        lines = ["", "### Zephon's code reached", ""]
+        if code is None or code.seen == 0:
+            why = code.skipped if code is not None and code.skipped else NotMeasured.NO_INPROC
+            return [*lines, f"Not measured: {why.value}."]
+        reach = code.reach()
+        if reach is None:
+            return [*lines, f"Not measured: {(code.skipped or NotMeasured.NO_INPROC).value}."]
+        json_path, csv_path = write_codecov(reach, report_dir)
+        lines += [
+            f"Measured with coverage.py: {reach.scenarios} of the {code.seen} scenarios of the "
+            f"in-process search (one in {MEASURE_EVERY}). Files: "
+            f"[{json_path.name}]({json_path.name}), [{csv_path.name}]({csv_path.name}).",
+            "",
+            "| module | lines | branches | functions never reached |",
+            "|---|---|---|---|",
+        ]
+        for m in reach.modules:
+            lines.append(
+                f"| `{m.module}` | {_share(m.lines_hit, m.lines)} | "
+                f"{_share(m.branches_hit, m.branches)} | {len(m.never)} |"
+            )
+        for m in reach.modules:
+            if m.never:
+                names = ", ".join(f"`{n}`" for n in m.never)
+                lines += ["", f"Never reached in `{m.module}`: {names}"]
+        return lines
+
+
+NEVER = "**never**"
+UNREACHABLE_SHOWN = 6
+"""Unreachable cells listed by name per (dimension, reason); the rest are counted."""
+
+
+def _share(hit: int, total: int) -> str:
+    return f"{hit}/{total} ({100 * hit / total:.0f}%)" if total else "0/0"
 
 
 def features(scenario: Scenario, outcome: ScenarioOutcome | None) -> list[str]:
-    p = scenario.pipeline
-    out = [
-        f"phases: {len(scenario.phases)}",
-        f"aggregation: {p.aggregation}",
-        f"persistence: {scenario.persist_format}",
-        f"runner: {p.runner}" + (" + mtp_mode" if p.mtp_mode else ""),
-        f"mapping: {p.mapping}",
-        f"run_id: {scenario.run_id_policy}",
-    ]
-    out += [f"data: {src.kind}, {src.exhausted}" for src in scenario.data.sources]
-    previous = None
-    for i, ph in enumerate(scenario.phases):
-        c = scenario.canonical_replicas(i)
-        out.append(f"world size: {ph.world_size}")
-        out.append(f"launch path: {ph.launch}")
-        if ph.world_size > c:
-            out.append("trajectory: G > C (refusal expected)")
-            continue
-        if c % ph.world_size:
-            out.append("trajectory: G does not divide C")
-        if previous is not None:
-            out.append(
-                "trajectory: "
-                + (
-                    "same size"
-                    if ph.world_size == previous
-                    else "growth"
-                    if ph.world_size > previous
-                    else "shrink"
-                )
-            )
-        previous = ph.world_size
-        for cp in ph.checkpoints:
-            if (cp.step, cp.extra) == (0, 0):
-                out.append("checkpoint: at step 0, before the first batch")
-            elif cp.extra:
-                out.append("checkpoint: mid-window (step + extra batches)")
-            else:
-                out.append("checkpoint: on a step boundary")
-        for f in ph.rank_faults:
-            out.append(f"fault: rank {f.action}")
-        for pf in ph.proxy_faults:
-            out.append(f"fault: store link {pf.toxic} at {pf.at.partition('#')[0]}")
-            out.append(f"retry after a failed checkpoint: {ph.retry}")
-        if ph.rank_faults and i < len(scenario.phases) - 1:
-            out.append("crash, then a relaunch")
-            if scenario.restore_index(i) is None and i > 0:
-                out.append(
-                    "crash before any checkpoint: relaunch from the same checkpoint"
-                    + (" with the same run_id" if scenario.run_id_policy == "fixed" else "")
-                )
-    if outcome is not None:
-        for r in outcome.resumes:
-            out.append(
-                "resume: "
-                + ("resized" if r.resized else "same size")
-                + (", mid-window" if r.mid_window else ", window boundary")
-            )
-        for run in outcome.phases:
-            if run.fault is not None and run.fault.verdict is not None:
-                out.append(f"store fault outcome: {run.fault.verdict.outcome}")
-            for rec in run.records:
-                dry = rec.exhausted_after
-                if dry is not None:
-                    out.append("data ran out during a launch")
-                    if any(ev.after_batches >= dry for ev in rec.checkpoints):
-                        out.append("checkpoint: after the data ran out")
-        if outcome.verdict is not None:
-            out.append(f"oracle: {outcome.verdict.contract}")
-    return out
+    """The cells ``scenario`` reached, as ``dimension: value`` labels."""
+    cells = sorted(cells_of(scenario, outcome), key=lambda c: (c.dim.name, c.value))
+    return [f"{c.dim.value}: {c.label()}" for c in cells]
 
 
 @dataclass
@@ -207,8 +259,7 @@ def write_summary(result: ExploreResult) -> Path:
         lines.append("None: every scenario run met the oracles (see the coverage below).")
     for section in Section:
         lines += _findings_section(result, section)
-    lines += ["", "## Coverage", "", "| feature | scenarios |", "|---|---|"]
-    lines += [f"| {k} | {n} |" for k, n in result.coverage.table()]
+    lines += result.coverage.section(result.report_dir, result.max_world)
     if result.timeline is not None:
         rel = result.timeline.relative_to(result.report_dir)
         lines += ["", "## Timeline", "", f"![timeline]({rel})"]

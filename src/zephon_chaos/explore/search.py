@@ -32,6 +32,7 @@ from zephon_chaos.explore.polish import polish
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.signature import signature
+from zephon_chaos.explore.steer import RoundSteering
 from zephon_chaos.explore.tiers import close_runner, make_runner
 from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
@@ -252,13 +253,14 @@ class Explorer:
     ) -> None:
         """One Hypothesis run: up to ROUND_EXAMPLES scenarios, then shrinking what failed."""
         raised: set[str] = set()
+        steering = RoundSteering(self.result.coverage, tier, self.config, round_no)
 
         @settings(
             max_examples=ROUND_EXAMPLES,
             deadline=None,
             database=None,
             derandomize=False,
-            phases=[HypothesisPhase.generate, HypothesisPhase.shrink],
+            phases=[HypothesisPhase.generate, HypothesisPhase.target, HypothesisPhase.shrink],
             report_multiple_bugs=True,
             suppress_health_check=list(HealthCheck),
             verbosity=Verbosity.quiet,
@@ -269,6 +271,7 @@ class Explorer:
             if raised and all(self._shrunk_enough(s) for s in raised):
                 return  # every failure shrunk long enough: end the shrinking without a run
             sig = self._check(tier, runner, scenario, deadline, stats)
+            steering.observe(scenario)  # target(): toward cells this exploration reached least
             if sig is None or sig in self.settled:
                 return
             if sig in raised and self._shrunk_enough(sig):
@@ -276,7 +279,8 @@ class Explorer:
             raised.add(sig)
             raise violation_type(sig)(sig)
 
-        with contextlib.suppress(Exception):
+        # steering declares the tier's cells and measures Zephon's code on some scenarios
+        with steering, contextlib.suppress(Exception):
             prop()
         self.settled |= raised
         for sig in sorted(raised):
@@ -326,7 +330,7 @@ class Explorer:
         outcome = judged
         stats.scenarios += 1
         self.progress.scenarios += 1
-        self.result.coverage.add(scenario, outcome)
+        self.result.coverage.add(scenario, outcome, tier)
         self.result.liveness.add(outcome)
         if len(runner.reference_cache) > 256:
             runner.reference_cache.clear()

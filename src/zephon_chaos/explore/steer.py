@@ -1,0 +1,70 @@
+"""Steering a search round toward what the exploration has not exercised yet.
+
+One :class:`RoundSteering` per round of the search's Hypothesis property: entering it
+declares the tier's cell space (once) and arms the measuring of Zephon's code (in-process
+tier: one scenario in ``codecov.MEASURE_EVERY``); ``observe(scenario)``, called from inside
+the property after the scenario ran, reports to Hypothesis's ``target()`` how rare the
+scenario's cells were when the round began (:func:`space.rarity`), so the round's target
+phase climbs toward rare cells. The score is taken against the counts at the round's start:
+within a round it stays the same for the same scenario, which hill climbing needs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Protocol
+
+from hypothesis import target
+
+from zephon_chaos.explore.report import Coverage
+from zephon_chaos.explore.space import Cell, declare, rarity
+from zephon_chaos.scenario import Scenario
+
+TARGET_LABEL = "rarity of the scenario's cells"
+
+
+class SearchOptions(Protocol):
+    """What of the explorer's configuration fixes the space (``ExploreConfig`` fits)."""
+
+    max_world: int
+    max_phases: int
+    store_faults: bool
+
+
+class RoundSteering:
+    def __init__(
+        self, coverage: Coverage, tier: str, options: SearchOptions, round_no: int
+    ) -> None:
+        self.coverage = coverage
+        self.tier = tier
+        self.options = options
+        self.round_no = round_no
+        self.before: Counter[Cell] = Counter()
+
+    def __enter__(self) -> RoundSteering:
+        o = self.options
+        if self.tier not in self.coverage.spaces:
+            self.coverage.declare(
+                declare(
+                    self.tier,
+                    max_world=o.max_world,
+                    max_phases=o.max_phases,
+                    store_faults=o.store_faults and self.tier == "torchrun",
+                )
+            )
+        self.before = Counter(self.coverage.counts.get(self.tier, {}))
+        if self.tier == "inproc":
+            self.coverage.code_coverage().arm()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.coverage.code is not None:
+            self.coverage.code.disarm()
+
+    def observe(self, scenario: Scenario) -> None:
+        """Inside the property: target the rarity of ``scenario``'s cells, if it ran."""
+        last = self.coverage.last
+        if last is None or last[0] is not scenario:
+            return  # not run (past the deadline): nothing to score
+        score = rarity(last[1], self.before, self.coverage.spaces.get(self.tier))
+        target(score, label=TARGET_LABEL)
