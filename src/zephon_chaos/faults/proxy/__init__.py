@@ -1,8 +1,10 @@
 """A Toxiproxy-compatible proxy layer: an embedded server, a real one when configured, a client.
 
-Split as Toxiproxy itself is: ``server`` (HTTP API), ``proxy`` (listeners, connections),
-``link`` (one direction with its toxic chain), ``toxics`` (toxic behaviours), plus ``client``
-(our typed client), ``embedded`` (server selection and lifetimes) and ``cli``.
+Split as Toxiproxy itself is: ``api`` (routes and thin handlers) over ``transport`` (HTTP/1.1)
+with ``middleware`` (rules for every request); ``proxy`` (listeners, connections, the proxy
+collection); ``toxic_collection`` (a proxy's toxics, requests decoded and checked); ``link``
+(one direction with its toxic chain); ``toxics`` (one module per toxic); plus ``client`` (our
+typed client), ``embedded`` (server selection and lifetimes) and ``cli``.
 """
 
 from zephon_chaos.faults.proxy.client import (

@@ -12,9 +12,9 @@ import asyncio
 import signal
 import sys
 
+from zephon_chaos.faults.proxy.addresses import is_loopback
+from zephon_chaos.faults.proxy.api import TOXIPROXY_VERSION, serve
 from zephon_chaos.faults.proxy.errors import ApiError
-from zephon_chaos.faults.proxy.proxy import is_loopback
-from zephon_chaos.faults.proxy.server import TOXIPROXY_VERSION, serve
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import requests
 
-from zephon_chaos.faults.proxy.server import EMBEDDED_HEADER
+from zephon_chaos.faults.proxy.middleware import EMBEDDED_HEADER
 
 STREAMS = ("upstream", "downstream")
 

@@ -28,7 +28,7 @@ from typing import Literal
 
 import requests
 
-from zephon_chaos.faults.proxy.server import serve
+from zephon_chaos.faults.proxy.api import serve
 
 ServerKind = Literal["url", "binary", "embedded"]
 SELECT_ENV = "ZEPHON_CHAOS_PROXY_SERVER"

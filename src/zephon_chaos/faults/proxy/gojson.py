@@ -274,7 +274,7 @@ def decode(body: bytes) -> Any:
     return json.loads(text, parse_float=RawFloat)
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):
@@ -306,21 +306,21 @@ def convert(value: Any, go_type: str, struct: str | None, path: str | None) -> A
     """Check one decoded value against a Go scalar type; return the value Go would store."""
     if go_type == "string":
         if not isinstance(value, str):
-            raise type_error(_kind(value), go_type, struct, path)
+            raise type_error(kind_of(value), go_type, struct, path)
         return value
     if go_type == "bool":
         if not isinstance(value, bool):
-            raise type_error(_kind(value), go_type, struct, path)
+            raise type_error(kind_of(value), go_type, struct, path)
         return value
     if go_type in ("int64", "int"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise type_error(_kind(value), go_type, struct, path)
+            raise type_error(kind_of(value), go_type, struct, path)
         if isinstance(value, float) or not _INT64_MIN <= value <= _INT64_MAX:
             raise type_error(f"number {_literal_of(value)}", go_type, struct, path)
         return int(value)
     if go_type == "float32":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise type_error(_kind(value), go_type, struct, path)
+            raise type_error(kind_of(value), go_type, struct, path)
         as_float = float(value)
         if math.isinf(as_float) or abs(as_float) > _FLOAT32_MAX:
             raise type_error(f"number {_literal_of(value)}", go_type, struct, path)
@@ -328,7 +328,7 @@ def convert(value: Any, go_type: str, struct: str | None, path: str | None) -> A
     if go_type.startswith("toxics."):
         # A nested struct (a toxic's attributes): only its being an object is checked here.
         if not isinstance(value, dict):
-            raise type_error(_kind(value), go_type, struct, path)
+            raise type_error(kind_of(value), go_type, struct, path)
         return value
     raise AssertionError(f"no Go type {go_type!r} is modelled")
 
@@ -364,7 +364,7 @@ def decode_struct(
     if value is None:
         return into
     if not isinstance(value, dict):
-        raise type_error(_kind(value), go_type, outer, path)
+        raise type_error(kind_of(value), go_type, outer, path)
     for key, item in value.items():
         name = _match_field(key, fields)
         if name is None or item is None:

@@ -2,8 +2,8 @@
 
 Mirrors Toxiproxy's ``Proxy``/``ProxyCollection``: a disabled proxy closes its listener and
 every live connection; enabling it listens again on the address it had (the resolved port,
-so a proxy created on port 0 comes back on the same port). Addresses are written as Go writes
-them (``127.0.0.1:3310``, ``[::1]:3310``) and listen errors carry Go's text.
+so a proxy created on port 0 comes back on the same port). Addresses and their errors are
+:mod:`.addresses`'; a proxy's toxics are its :class:`.ToxicCollection`.
 
 Everything runs on the embedded server's event loop; nothing here is thread-safe by itself.
 """
@@ -12,154 +12,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import ipaddress
 import logging
-import os
-import socket
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from zephon_chaos.faults.proxy import request_json
+from zephon_chaos.faults.proxy.addresses import (
+    LISTEN_BACKLOG,
+    bind_listener,
+    format_address,
+    parse_port,
+    same_listen,
+    split_host_port,
+    strerror,
+)
 from zephon_chaos.faults.proxy.errors import (
     PROXY_ALREADY_EXISTS,
     PROXY_NOT_FOUND,
-    TOXIC_ALREADY_EXISTS,
-    TOXIC_NOT_FOUND,
     ApiError,
     ProxyAlreadyStarted,
     internal,
 )
 from zephon_chaos.faults.proxy.link import DirectionStats, Link, LinkOwner, SocketEnd
-from zephon_chaos.faults.proxy.toxics import Direction, Toxic, ToxicCounters
+from zephon_chaos.faults.proxy.toxic_collection import ToxicCollection
+from zephon_chaos.faults.proxy.toxics import Direction, ToxicCounters
 
 log = logging.getLogger(__name__)
 
 UPSTREAM_CONNECT_TIMEOUT_S = 10.0
-LISTEN_BACKLOG = 1024
-
-
-# Addresses, parsed and reported as Go's net package does.
-def split_host_port(address: str, op: str) -> tuple[str, str]:
-    """Go's ``net.SplitHostPort``; errors start with ``op`` (``listen tcp``, ``dial tcp``)."""
-
-    def fail(why: str) -> ApiError:
-        return internal(f"{op}: address {address}: {why}")
-
-    if address.startswith("["):
-        end = address.find("]")
-        if end < 0:
-            raise fail("missing ']' in address")
-        host, rest = address[1:end], address[end + 1 :]
-        if not rest.startswith(":"):
-            raise fail("missing port in address" if not rest else "too many colons in address")
-        return host, rest[1:]
-    if ":" not in address:
-        raise fail("missing port in address")
-    host, _, port = address.rpartition(":")
-    if ":" in host:
-        raise fail("too many colons in address")
-    return host, port
-
-
-def parse_port(port: str, address: str, op: str) -> int:
-    if port == "":
-        return 0
-    if port.isdigit():
-        number = int(port)
-        if number > 65535:
-            raise internal(f"{op}: address {address}: invalid port")
-        return number
-    try:
-        return socket.getservbyname(port, "tcp")
-    except OSError:
-        raise internal(f"{op}: lookup tcp/{port}: unknown port") from None
-
-
-def format_address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
-
-
-async def resolve(host: str, port: int, op: str) -> list[str]:
-    """The IP addresses a host name stands for, IPv4 first (Go's preference for Listen)."""
-    if host == "":
-        return []
-    with contextlib.suppress(ValueError):
-        return [str(ipaddress.ip_address(host.split("%", 1)[0]))]
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror:
-        raise internal(f"{op}: lookup {host}: no such host") from None
-    found = [str(info[4][0]) for info in infos]
-    ordered = [a for a in found if ":" not in a] + [a for a in found if ":" in a]
-    return list(dict.fromkeys(ordered))
-
-
-def _strerror(exc: OSError) -> str:
-    """Go prints errno text in lower case (``address already in use``)."""
-    text = os.strerror(exc.errno) if exc.errno else str(exc)
-    return text[:1].lower() + text[1:]
-
-
-async def bind_listener(listen: str, *, allow_non_loopback: bool) -> socket.socket:
-    """Bind and listen like Go's ``net.Listen("tcp", listen)``, loopback only unless allowed."""
-    op = "listen tcp"
-    host, port_text = split_host_port(listen, op)
-    port = parse_port(port_text, listen, op)
-    addresses = await resolve(host, port, op)
-    if not addresses:
-        if not allow_non_loopback:
-            raise internal(
-                f"{op} {listen}: refused: this embedded Toxiproxy binds loopback addresses "
-                f"only; listen on 127.0.0.1:{port} (or start it with --allow-non-loopback)"
-            )
-        addresses = ["0.0.0.0"]
-    address = addresses[0]
-    if not allow_non_loopback and not is_loopback(address):
-        raise internal(
-            f"{op} {format_address(address, port)}: refused: this embedded Toxiproxy binds "
-            f"loopback addresses only; use 127.0.0.1 (or start it with --allow-non-loopback)"
-        )
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setblocking(False)
-        sock.bind((address, port))
-        sock.listen(LISTEN_BACKLOG)
-    except OSError as exc:
-        sock.close()
-        step = (
-            "listen"
-            if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
-            else "bind"
-        )
-        raise internal(f"{op} {format_address(address, port)}: {step}: {_strerror(exc)}") from None
-    return sock
-
-
-def same_listen(a: str, b: str) -> bool:
-    """Whether two listen addresses name the same socket address (``localhost`` = 127.0.0.1)."""
-
-    def norm(address: str) -> str:
-        try:
-            host, port = split_host_port(address, "listen tcp")
-        except ApiError:
-            return address
-        host = "127.0.0.1" if host == "localhost" else host
-        with contextlib.suppress(ValueError):
-            host = str(ipaddress.ip_address(host))
-        return format_address(host, int(port) if port.isdigit() else 0)
-
-    return a == b or norm(a) == norm(b)
 
 
 @dataclass
@@ -257,57 +137,6 @@ class Connection(LinkOwner):
         self.proxy.connection_done(self)
 
 
-class ToxicCollection:
-    """The toxics of one proxy, one ordered chain per direction, applied to live links too."""
-
-    def __init__(self, proxy: Proxy) -> None:
-        self.proxy = proxy
-        self.chains: dict[Direction, list[Toxic]] = {d: [] for d in Direction}
-
-    def all(self) -> list[Toxic]:
-        return [t for d in Direction for t in self.chains[d]]
-
-    def get(self, name: str) -> Toxic | None:
-        return next((t for t in self.all() if t.name == name), None)
-
-    def _links(self, direction: Direction) -> Iterable[Link]:
-        for conn in list(self.proxy.connections):
-            link = conn.links.get(direction)
-            if link is not None:
-                yield link
-
-    def add(self, toxic: Toxic) -> Toxic:
-        if self.get(toxic.name) is not None:
-            raise TOXIC_ALREADY_EXISTS
-        toxic.counters = self.proxy.stats.toxics.setdefault(toxic.name, ToxicCounters())
-        self.chains[toxic.direction].append(toxic)
-        for link in self._links(toxic.direction):
-            link.add_toxic(toxic)
-        return toxic
-
-    def replace(self, toxic: Toxic) -> Toxic:
-        """Swap in new attributes/toxicity for a toxic of the same name and direction."""
-        chain = self.chains[toxic.direction]
-        index = next(i for i, t in enumerate(chain) if t.name == toxic.name)
-        toxic.counters = chain[index].counters
-        chain[index] = toxic
-        for link in self._links(toxic.direction):
-            link.update_toxic(toxic)
-        return toxic
-
-    def remove(self, name: str) -> None:
-        toxic = self.get(name)
-        if toxic is None:
-            raise TOXIC_NOT_FOUND
-        self.chains[toxic.direction].remove(toxic)
-        for link in self._links(toxic.direction):
-            link.remove_toxic(name)
-
-    def reset(self) -> None:
-        for toxic in self.all():
-            self.remove(toxic.name)
-
-
 class Proxy:
     """One named proxy: ``listen`` → ``upstream``, with toxics and counters."""
 
@@ -361,7 +190,7 @@ class Proxy:
             )
         except OSError as exc:
             sock.close()
-            raise internal(f"listen tcp {self.listen}: {_strerror(exc)}") from None
+            raise internal(f"listen tcp {self.listen}: {strerror(exc)}") from None
         host, port = sock.getsockname()[:2]
         self.listen = format_address(host, port)
         self.enabled = True
@@ -388,6 +217,12 @@ class Proxy:
                 await self.start()
             else:
                 await self.stop()
+
+    async def update_json(self, body: bytes) -> None:
+        """``POST``/``PATCH /proxies/{name}``: the body's fields over the proxy's own."""
+        current = request_json.ProxyInput(self.name, self.listen, self.upstream, self.enabled)
+        given = request_json.proxy_update(body, current)
+        await self.update(given.listen, given.upstream, bool(given.enabled))
 
     def _new_client_end(self) -> SocketEnd:
         return SocketEnd(on_made=self._client_connected)
@@ -439,6 +274,32 @@ class ProxyCollection:
             await proxy.start()
         self.proxies[proxy.name] = proxy
         return proxy
+
+    async def create_json(self, body: bytes) -> Proxy:
+        """``POST /proxies``: a new proxy, listening unless the body says ``enabled: false``."""
+        given = request_json.proxy_create(body)
+        proxy = self.new_proxy(given.name, given.listen, given.upstream)
+        await self.add(proxy, bool(given.enabled))
+        return proxy
+
+    async def populate_json(self, body: bytes) -> tuple[list[Proxy], ApiError | None]:
+        """Go's ``PopulateJson``: the proxies applied, and the error that stopped it if any."""
+        applied: list[Proxy] = []
+        try:
+            for given in request_json.populate(body):
+                proxy = self.new_proxy(given.name, given.listen, given.upstream)
+                enabled = True if given.enabled is None else given.enabled
+                applied.append(await self.add_or_replace(proxy, enabled))
+        except ApiError as error:
+            return applied, error
+        return applied, None
+
+    async def reset(self) -> None:
+        """``POST /reset``: every proxy enabled, every toxic removed."""
+        for proxy in list(self.proxies.values()):
+            with contextlib.suppress(ProxyAlreadyStarted):
+                await proxy.start()
+            proxy.toxics.reset()
 
     async def remove(self, name: str) -> None:
         proxy = self.get(name)
