@@ -10,8 +10,9 @@ generation, shrinking, polishing and loading a file all obey the rules written h
 Rules, per launch ``i`` (C: its canonical_replicas):
 
 * refusal: ``expect_failure`` exactly when Zephon refuses the launch: more ranks than C, or a
-  C other than that of the checkpoint it restores; such a launch runs one step, takes no
-  checkpoint, carries no fault and names Zephon's error in ``expect_error``;
+  C other than that of the checkpoint it restores; such a launch takes no checkpoint,
+  carries no fault and names the error it expects in ``expect_error`` (normalising: one
+  step, and Zephon's own error);
 * a launch followed by another checkpoints (the next restores from it), unless a rank fault
   ends it; checkpoints lie within its steps and are collective on every rank;
 * rank faults name a rank of the launch and a step within it; none over finite data (a rank
@@ -255,10 +256,11 @@ def _refused_violations(
                 f"which Zephon refuses; set expect_failure and expect_error {CHANGED_C_ERROR!r}",
             )
         return
-    if why.value not in ph.expect_error:
+    if not ph.expect_error:
+        # Any text: it is a claim about Zephon's message, which the runner checks.
         yield Violation(
             f"{where}.expect_error",
-            f"must contain Zephon's refusal {why.value!r} (it is {ph.expect_error!r})",
+            f"a refused launch names the error it expects (Zephon's is {why.value!r})",
         )
     for name in ("checkpoints", "rank_faults", "proxy_faults"):
         if getattr(ph, name):
