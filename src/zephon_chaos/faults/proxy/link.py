@@ -22,6 +22,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from zephon_chaos.faults.proxy.toxics import (
     Chunk,
@@ -166,7 +167,7 @@ class Link:
         src: SocketEnd,
         dst: SocketEnd,
         stats: DirectionStats,
-        toxics: Iterable[Toxic],
+        toxics: Iterable[Toxic[Any]],
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.owner = owner
@@ -184,12 +185,12 @@ class Link:
         self._src_paused = False
         src.reading_link = self
         dst.writing_link = self
-        self.stages: list[Stage] = []
+        self.stages: list[Stage[Any]] = []
         for toxic in toxics:
             self.add_toxic(toxic)
 
     # Toxic changes from the API.
-    def add_toxic(self, toxic: Toxic) -> None:
+    def add_toxic(self, toxic: Toxic[Any]) -> None:
         if self.closed:
             return
         stage = make_stage(toxic, self)
@@ -198,7 +199,7 @@ class Link:
         if self.pump is None:
             self.pump = self.loop.create_task(self._run_pump(), name=f"link-{self.direction.name}")
 
-    def update_toxic(self, toxic: Toxic) -> None:
+    def update_toxic(self, toxic: Toxic[Any]) -> None:
         for stage in self.stages:
             if stage.toxic.name == toxic.name:
                 stage.update(toxic)
@@ -257,7 +258,7 @@ class Link:
         self._stop()
         self.dst.close_gracefully()
 
-    def close_by_toxic(self, stage: Stage | None, *, reset: bool) -> None:
+    def close_by_toxic(self, stage: Stage[Any] | None, *, reset: bool) -> None:
         if self.closed:
             return
         self.owner.toxic_closed()
@@ -328,7 +329,7 @@ class Link:
             if self.pump is me:
                 self.pump = None
 
-    async def _through(self, chain: list[Stage], index: int, chunk: Chunk) -> None:
+    async def _through(self, chain: list[Stage[Any]], index: int, chunk: Chunk) -> None:
         while index < len(chain) and not chain[index].live:
             index += 1
         if index == len(chain):

@@ -7,7 +7,8 @@ knows each toxic's attributes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +19,19 @@ PROXY_FIELDS = {"name": "string", "listen": "string", "upstream": "string", "ena
 _POPULATE_ITEM = 'struct { toxiproxy.Proxy; Enabled *bool "json:\\"enabled\\"" }'
 
 
-def decode_body(body: bytes) -> Any:
-    """The first JSON value of a body, or Go's syntax error as a 400."""
+@contextlib.contextmanager
+def bad_body() -> Iterator[None]:
+    """Go's JSON errors inside become ``bad request body: <Go's text>`` (400)."""
     try:
-        return gojson.decode(body)
+        yield
     except gojson.GoJSONError as exc:
         raise BAD_REQUEST_BODY.joined(str(exc)) from None
+
+
+def decode_body(body: bytes) -> Any:
+    """The first JSON value of a body, or Go's syntax error as a 400."""
+    with bad_body():
+        return gojson.decode(body)
 
 
 def decode_fields(
@@ -36,12 +44,10 @@ def decode_fields(
     path: str | None = None,
 ) -> dict[str, Any]:
     """``gojson.decode_struct`` with its errors answered as a 400."""
-    try:
+    with bad_body():
         return gojson.decode_struct(
             value, fields, go_type=go_type, struct=struct, path=path, into=into
         )
-    except gojson.GoJSONError as exc:
-        raise BAD_REQUEST_BODY.joined(str(exc)) from None
 
 
 @dataclass(frozen=True)

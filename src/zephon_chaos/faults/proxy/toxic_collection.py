@@ -11,15 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from zephon_chaos.faults.proxy import gojson
+from zephon_chaos.faults.proxy import gojson, toxics
 from zephon_chaos.faults.proxy.errors import (
     INVALID_STREAM,
     INVALID_TOXIC_TYPE,
     TOXIC_ALREADY_EXISTS,
     TOXIC_NOT_FOUND,
 )
-from zephon_chaos.faults.proxy.request_json import decode_body, decode_fields
-from zephon_chaos.faults.proxy.toxics import Direction, Toxic, ToxicCounters, ToxicKind
+from zephon_chaos.faults.proxy.request_json import bad_body, decode_body, decode_fields
+from zephon_chaos.faults.proxy.toxics import (
+    Attributes,
+    Direction,
+    Toxic,
+    ToxicCounters,
+    ToxicKind,
+)
 
 if TYPE_CHECKING:
     from zephon_chaos.faults.proxy.link import Link
@@ -38,17 +44,11 @@ _UPDATE_STRUCT = (
 )
 
 
-def _attributes(value: Any, kind: ToxicKind, base: dict[str, int]) -> dict[str, int]:
-    """The ``attributes`` member of a body decoded into ``kind``'s struct over ``base``."""
+def _attributes(value: Any, kind: ToxicKind, base: Attributes) -> Attributes:
+    """The body's ``attributes`` member decoded into ``kind``'s struct over ``base``."""
     member = gojson.find_key(value, "attributes") if isinstance(value, dict) else None
-    return decode_fields(
-        member,
-        kind.field_types,
-        dict(base),
-        go_type=f"toxics.{kind.go_struct}",
-        struct=kind.go_struct,
-        path="attributes",
-    )
+    with bad_body():
+        return kind.attributes.decode(member, base)
 
 
 class ToxicCollection:
@@ -56,10 +56,10 @@ class ToxicCollection:
 
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
-        self.chains: dict[Direction, list[Toxic]] = {d: [] for d in Direction}
+        self.chains: dict[Direction, list[Toxic[Any]]] = {d: [] for d in Direction}
 
     # Requests, as Go's AddToxicJson and UpdateToxicJson.
-    def add_json(self, body: bytes) -> Toxic:
+    def add_json(self, body: bytes) -> Toxic[Any]:
         value = decode_body(body)
         wrapper = decode_fields(
             value,
@@ -72,7 +72,7 @@ class ToxicCollection:
         if direction is None:
             raise INVALID_STREAM
         name = wrapper["name"] or f"{wrapper['type']}_{wrapper['stream']}"
-        kind = ToxicKind.registry.get(wrapper["type"])
+        kind = toxics.lookup(wrapper["type"])
         if kind is None:
             raise INVALID_TOXIC_TYPE
         if self.get(name) is not None:
@@ -83,14 +83,15 @@ class ToxicCollection:
             stream=wrapper["stream"],
             direction=direction,
             toxicity=gojson.to_float32(wrapper["toxicity"]),
-            attributes=_attributes(value, kind, kind.defaults()),
+            attributes=_attributes(value, kind, kind.attributes()),
         )
         return self.add(toxic)
 
-    def update_json(self, name: str, body: bytes) -> Toxic:
+    def update_json(self, name: str, body: bytes) -> Toxic[Any]:
         """New toxicity and attributes over the old ones: what the body leaves out stays."""
         toxic = self.get_or_fail(name)
-        kind = ToxicKind.registry[toxic.type]
+        kind = toxics.lookup(toxic.type)
+        assert kind is not None, toxic.type  # it was created from a registered type
         value = decode_body(body)
         fields = decode_fields(
             value,
@@ -109,17 +110,17 @@ class ToxicCollection:
         )
         return self.replace(updated)
 
-    def get_or_fail(self, name: str) -> Toxic:
+    def get_or_fail(self, name: str) -> Toxic[Any]:
         toxic = self.get(name)
         if toxic is None:
             raise TOXIC_NOT_FOUND
         return toxic
 
     # The chains.
-    def all(self) -> list[Toxic]:
+    def all(self) -> list[Toxic[Any]]:
         return [t for d in Direction for t in self.chains[d]]
 
-    def get(self, name: str) -> Toxic | None:
+    def get(self, name: str) -> Toxic[Any] | None:
         return next((t for t in self.all() if t.name == name), None)
 
     def _links(self, direction: Direction) -> Iterable[Link]:
@@ -128,7 +129,7 @@ class ToxicCollection:
             if link is not None:
                 yield link
 
-    def add(self, toxic: Toxic) -> Toxic:
+    def add(self, toxic: Toxic[Any]) -> Toxic[Any]:
         if self.get(toxic.name) is not None:
             raise TOXIC_ALREADY_EXISTS
         toxic.counters = self.proxy.stats.toxics.setdefault(toxic.name, ToxicCounters())
@@ -137,7 +138,7 @@ class ToxicCollection:
             link.add_toxic(toxic)
         return toxic
 
-    def replace(self, toxic: Toxic) -> Toxic:
+    def replace(self, toxic: Toxic[Any]) -> Toxic[Any]:
         """Swap in new attributes/toxicity for a toxic of the same name and direction."""
         chain = self.chains[toxic.direction]
         index = next(i for i, t in enumerate(chain) if t.name == toxic.name)
