@@ -400,7 +400,8 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
             expect_error=error,
         )
     last, finite = i == len(s.phases) - 1, is_finite(s.data)
-    steps = max(ph.steps, RUN_DRY_STEPS) if last and finite else ph.steps
+    rows = sum(src.rows() for src in s.data.sources)
+    steps = max(ph.steps, RUN_DRY_STEPS, rows) if last and finite else ph.steps
     c, mapping = s.canonical_replicas(i), s.pipeline.mapping
     ph = replace(
         ph,
