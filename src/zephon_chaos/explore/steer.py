@@ -29,6 +29,7 @@ class SearchOptions(Protocol):
     max_world: int
     max_phases: int
     store_faults: bool
+    profile: str
 
 
 class RoundSteering:
@@ -50,6 +51,7 @@ class RoundSteering:
                     max_world=o.max_world,
                     max_phases=o.max_phases,
                     store_faults=o.store_faults and self.tier == "torchrun",
+                    profile=o.profile,
                 )
             )
         self.before = Counter(self.coverage.counts.get(self.tier, {}))

@@ -124,7 +124,13 @@ def test_one_world_size_and_one_launch_leave_resizes_and_resumes_unreachable() -
 
 
 SPACES = st.sampled_from(
-    [("inproc", False, 4), ("torchrun", False, 4), ("torchrun", True, 3), ("inproc", False, 1)]
+    [
+        ("inproc", False, 4, "default"),
+        ("torchrun", False, 4, "default"),
+        ("torchrun", True, 3, "default"),
+        ("inproc", False, 1, "default"),
+        ("torchrun", False, 2, "downstream"),
+    ]
 )
 
 
@@ -132,11 +138,16 @@ SPACES = st.sampled_from(
 @given(st.data())
 def test_generated_scenarios_land_only_on_reachable_declared_cells(data: st.DataObject) -> None:
     """A cell marked unreachable that the strategies reach would be a false hole."""
-    tier, store_faults, max_world = data.draw(SPACES)
+    tier, store_faults, max_world, profile = data.draw(SPACES)
     scenario = data.draw(
-        scenarios(tier=tier, store_faults=store_faults, max_world=max_world)  # type: ignore[arg-type]
+        scenarios(
+            tier=tier,  # type: ignore[arg-type]
+            store_faults=store_faults,
+            max_world=max_world,
+            profile=profile,  # type: ignore[arg-type]
+        )
     )
-    s = declare(tier, max_world=max_world, store_faults=store_faults)
+    s = declare(tier, max_world=max_world, store_faults=store_faults, profile=profile)
     for c in cells_of(scenario, None):
         assert c in s, c
         assert s.why_not(c) is None, (c, s.why_not(c))
@@ -180,7 +191,7 @@ def test_steering_calls_target_inside_a_property_without_error() -> None:
     ran: list[int] = []
 
     class Options:
-        max_world, max_phases, store_faults = 2, 2, False
+        max_world, max_phases, store_faults, profile = 2, 2, False, "default"
 
     # a torchrun round: steering without arming the measuring of Zephon's code
     with RoundSteering(cov, "torchrun", Options(), round_no=1) as steering:
