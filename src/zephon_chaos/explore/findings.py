@@ -90,7 +90,11 @@ class Finding:
     outcome: ScenarioOutcome | None = None
     files: list[Path] = field(default_factory=list)
     shrunk_s: float | None = None
-    """When Hypothesis finished shrinking it (seconds into the exploration)."""
+    """When its shrinking ended (seconds into the exploration); None if the search's shrink
+    allowance ran out first."""
+    shrunk_on: str | None = None
+    """The tier its minimal scenario was shrunk on: ``inproc`` for a torchrun finding that
+    replays in process (confirmed on torchrun afterwards)."""
 
     def __post_init__(self) -> None:
         if self.harness:
@@ -182,7 +186,12 @@ class Finding:
         lines = [
             f"finding {self.signature} ({self.label}, {self.tier} tier)",
             f"seen {self.seen} time(s), first after {self.first_seen_s:.0f}s of exploring"
-            + (f", shrunk by {self.shrunk_s:.0f}s" if self.shrunk_s is not None else ""),
+            + (f", shrunk by {self.shrunk_s:.0f}s" if self.shrunk_s is not None else "")
+            + (
+                f" (shrunk in process, confirmed on {self.tier})"
+                if self.shrunk_on is not None and self.shrunk_on != self.tier
+                else ""
+            ),
         ]
         if self.reruns:
             lines.append(f"confirmation reruns: {', '.join(self.reruns)}")

@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zephon_chaos.explore.activity import Activity
 from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.codecov import MEASURE_EVERY, NotMeasured, ZephonCoverage
 from zephon_chaos.explore.codecov import write_files as write_codecov
@@ -156,12 +157,55 @@ def features(scenario: Scenario, outcome: ScenarioOutcome | None) -> list[str]:
 class TierStats:
     tier: str
     scenarios: int = 0
+    """Runs on this tier during its search: new scenarios and shrinking candidates."""
     seconds: float = 0.0
+    """The tier's search time: searching, shrinking and the confirmations shrinking needs."""
     refused: int = 0
+    new_scenarios: int = 0
+    """Scenarios Hypothesis generated (the rest of ``scenarios`` were shrinking's)."""
+    search_s: float = 0.0
+    """Seconds generating new scenarios (Hypothesis's generate phase)."""
+    shrink_s: float = 0.0
+    """Seconds shrinking (Hypothesis's shrink phase, then polishing), on either runner."""
+    confirm_s: float = 0.0
+    """Seconds confirming minimal scenarios on this tier, during the search and after it."""
+    in_process_runs: int = 0
+    """Shrinking candidates of this tier's findings run in process, not counted above."""
+    shrunk_in_process: int = 0
+    """Findings of this tier shrunk in process, then confirmed on this tier."""
 
     @property
     def rate(self) -> float:
         return 60.0 * self.scenarios / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def search_share(self) -> float:
+        """The share of the search time that went to new scenarios."""
+        spent = self.search_s + self.shrink_s
+        return self.search_s / spent if spent > 0 else 1.0
+
+    def charge(self, activity: Activity, seconds: float) -> None:
+        if activity is Activity.SEARCH:
+            self.search_s += seconds
+        elif activity is Activity.SHRINK:
+            self.shrink_s += seconds
+        else:
+            self.confirm_s += seconds
+
+    def time_line(self) -> str:
+        """Where the tier's time went, for the summary."""
+        in_process = (
+            f"; {self.in_process_runs} runs in process, {self.shrunk_in_process} finding(s) "
+            "shrunk in process"
+            if self.in_process_runs or self.shrunk_in_process
+            else ""
+        )
+        return (
+            f"searching {format_duration(self.search_s)} ({self.new_scenarios} new scenarios, "
+            f"{100 * self.search_share:.0f}% of searching and shrinking), shrinking "
+            f"{format_duration(self.shrink_s)}{in_process}, confirming "
+            f"{format_duration(self.confirm_s)}"
+        )
 
 
 @dataclass
@@ -253,6 +297,7 @@ def write_summary(result: ExploreResult) -> Path:
             f"- {t.tier}: {t.scenarios} scenarios in {format_duration(t.seconds)} "
             f"({t.rate:.1f}/min)"
         )
+        lines.append(f"- {t.tier} time: {t.time_line()}")
     lines += [f"- note: {n}" for n in result.notes]
     if not result.findings:
         lines += ["", "## Findings (0)", ""]

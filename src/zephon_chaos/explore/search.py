@@ -1,11 +1,16 @@
 """The search: rounds of a Hypothesis property over generated scenarios, under a time budget.
 
-Each round is a ``@given`` test (phases generate + shrink, no database, every distinct
-failure reported), so Hypothesis's own shrinker minimizes what it finds. A failure raises an
-exception type made for its signature, which Hypothesis takes for a distinct bug and
-shrinks on its own; a signature shrunk in an earlier round passes from then on, so rounds
-look for new kinds of failure. The smallest failing scenario per signature is kept as it
-goes, so an interrupted or out-of-time search still reports what it found.
+Each round is a ``@given`` test (phases generate + shrink, no database): it generates
+scenarios until the first new failure, then Hypothesis's own shrinker minimizes that one. A
+failure raises an exception type made for its signature; a signature shrunk in an earlier
+round passes from then on, so rounds look for new kinds of failure. The smallest failing
+scenario per signature is kept as it goes, so an interrupted or out-of-time search still
+reports what it found.
+
+Shrinking is paid for by searching: it may spend only what generating new scenarios has
+earned (``SEARCH_SHARE``), and what it could not finish waits for the allowance to grow. A
+torchrun finding that replays in process with the same signature is shrunk in process
+(fast), and its minimal scenario is then confirmed on torchrun.
 
 After the search, each finding is rerun (twice by default) and labeled reproducible or
 flaky; with ``--tier both``, findings of the in-process tier are replayed on torchrun too.
@@ -14,6 +19,7 @@ flaky; with ``--tier both``, findings of the in-process tier are replayed on tor
 from __future__ import annotations
 
 import contextlib
+import enum
 import shutil
 import tempfile
 import time
@@ -27,12 +33,14 @@ from hypothesis import HealthCheck, Verbosity, given, seed, settings
 from hypothesis import Phase as HypothesisPhase
 from hypothesis.strategies import SearchStrategy
 
+from zephon_chaos.explore.activity import Activity, ActivityClock, shrink_allowance_s
 from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding, FindingLabel, discard, evidence
 from zephon_chaos.explore.polish import polish
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.steer import RoundSteering
+from zephon_chaos.explore.summary_json import write_summary_json
 from zephon_chaos.explore.tiers import close_runner, make_runner
 from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
@@ -53,6 +61,49 @@ KNOWN_SHRINK_SHARE = 0.25
 """A known defect's share of ``SHRINK_S``: its minimal scenario is pinned by a strict xfail."""
 BOTH_INPROC_SHARE = 0.6
 """With ``--tier both``: the in-process search's share of the search time."""
+SEARCH_SHARE: dict[str, float] = {"torchrun": 0.7, "inproc": 0.5}
+"""The least share of a tier's search time that goes to new scenarios: shrinking (and the
+confirmations it needs) may spend ``(1 - share) / share`` of each second spent generating,
+as it accrues. In process a run takes a fraction of a second, so findings may shrink more."""
+RUN_S_WEIGHT = 0.3
+"""Weight of the newest run in a tier's running estimate of a run's seconds."""
+
+
+class ShrinkStop(enum.Enum):
+    """Why the shrinking of a finding stopped before Hypothesis was done with it."""
+
+    BOUND = "its own shrinking time is up"
+    ALLOWANCE = "the tier's shrink allowance is spent"
+    DEADLINE = "the search is over"
+
+
+class _EndShrinking(BaseException):
+    """Raised inside the property to end a round's shrinking at once.
+
+    Hypothesis treats ``Exception`` (and ``SystemExit``, ``GeneratorExit``) as failures to
+    shrink; any other ``BaseException`` ends its run and propagates, as a KeyboardInterrupt
+    does, without running further candidates.
+    """
+
+    def __init__(self, reason: ShrinkStop) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One scenario judged during the search: whether it ran, and its signature if it failed."""
+
+    ran: bool
+    sig: str | None = None
+
+
+class RouteCheck(enum.Enum):
+    """A minimal scenario shrunk in process, rerun on its finding's own tier."""
+
+    CONFIRMED = "fails alike"
+    REFUTED = "does not fail alike"
+    NOT_RUN = "not run (out of time)"
 
 
 class ScenarioViolation(AssertionError):
@@ -91,6 +142,8 @@ class ExploreConfig:
     stream: TextIO | None = None
     progress_interval_s: float = 15.0
     shrink_s: float = SHRINK_S
+    search_share: float | None = None
+    """The least share of each tier's search time for new scenarios (None: ``SEARCH_SHARE``)."""
     stop_when: Callable[[dict[str, Finding]], bool] | None = None
     """Checked after each round: True ends the search early (tests stop once they have theirs)."""
 
@@ -121,6 +174,19 @@ class Explorer:
         self._launch_deadline = config.deadline_s
         self._last: tuple[Scenario, ScenarioOutcome] | None = None
         self.progress: Progress | None = None
+        self._clock = ActivityClock()
+        self._confirming = False
+        self._run_s: dict[str, float] = {}
+        """Per runner tier: a running estimate of one scenario's seconds."""
+        self._shrink_began: dict[str, float] = {}
+        self._polished_s: dict[str, float] = {}
+        self._routes: dict[str, str] = {}
+        """Per signature: the tier its scenarios are shrunk on."""
+        self._tier_best: dict[str, tuple[Scenario, str]] = {}
+        """A finding shrunk in process: its smallest scenario that failed on its own tier."""
+        self._pending: list[str] = []
+        """Findings whose shrinking is unfinished: the allowance ran out, or they were first
+        seen while another was shrinking. Polished as the allowance grows."""
 
     # ---- the whole run -----------------------------------------------------------------
     def run(self) -> ExploreResult:
@@ -137,7 +203,12 @@ class Explorer:
             else:
                 self._search(cfg.tier, search_end)
             self.progress.phase = "confirming"
-            self._confirm(end)
+            self._confirming = True
+            try:
+                self._confirm(end)
+            finally:
+                self._confirming = False
+                self._clock.stop()
         except KeyboardInterrupt:
             self.result.interrupted = True
         finally:
@@ -177,6 +248,7 @@ class Explorer:
                 shown[0], self.config.report_dir / "timeline.png", shown[1], title=shown[2]
             )
         write_summary(self.result)
+        write_summary_json(self.result)
         for finding in self.result.findings:
             if finding.outcome is not None:
                 discard(finding.outcome)
@@ -205,7 +277,14 @@ class Explorer:
         slow = p.runner == "process" or p.mtp_mode
         runner.deadline_s = self.config.deadline_s * (WORKER_PROCESS_FACTOR if slow else 1)
         self._launch_deadline = runner.deadline_s
+        tier = self._tier_of(runner)
+        if self._confirming:  # the confirmations after the search: charged to the run's tier
+            self._clock.switch(self._stats(tier), Activity.CONFIRM)
+        began = time.monotonic()
         outcome = runner.run(scenario)
+        took = time.monotonic() - began
+        last = self._run_s.get(tier)
+        self._run_s[tier] = took if last is None else last + RUN_S_WEIGHT * (took - last)
         if self._cut and any(
             r is not None and r.result.timed_out for r in [outcome.reference, *outcome.phases]
         ):
@@ -221,7 +300,7 @@ class Explorer:
         cfg = self.config
         self.progress.tier = tier
         self.progress.phase = "searching"
-        stats = self.result.tiers.setdefault(tier, TierStats(tier))
+        stats = self._stats(tier)
         runner = self._runner(tier)
         strategy = scenarios(
             tier=tier,  # type: ignore[arg-type]
@@ -231,16 +310,27 @@ class Explorer:
             store_faults=cfg.store_faults and tier == "torchrun",
             profile=cfg.profile,  # type: ignore[arg-type]
         )
-        began = time.monotonic()
+        began = self._clock.switch(stats, Activity.SEARCH)
         round_no = 0
+        pending_before = len(self._pending)
         try:
             while time.monotonic() < deadline and not self._goal_met():
                 round_no += 1
                 self._round(tier, runner, strategy, round_no, deadline, stats)
+                self._shrink_pending(deadline, stats)
+            self._settle_routes(stats)
             if self._goal_met():
                 self.result.notes.append(f"the {tier} search ended early: its goal was met")
+            unfinished = len(self._pending) - pending_before
+            if unfinished > 0:
+                self.result.notes.append(
+                    f"{unfinished} {tier} finding(s) left partly shrunk: the shrink allowance "
+                    f"(at least {100 * self._share(tier):.0f}% of the search for new "
+                    "scenarios) ran out"
+                )
         finally:
-            stats.seconds += time.monotonic() - began
+            stats.seconds += self._clock.stop() - began
+            del self._pending[pending_before:]
 
     def _round(
         self,
@@ -251,8 +341,21 @@ class Explorer:
         deadline: float,
         stats: TierStats,
     ) -> None:
-        """One Hypothesis run: up to ROUND_EXAMPLES scenarios, then shrinking what failed."""
-        raised: set[str] = set()
+        """One Hypothesis run: new scenarios until the first new failure, then shrinking it.
+
+        ``report_multiple_bugs=False`` makes Hypothesis end its generate phase at the first
+        failing scenario (its engine's ``should_generate_more``; the 10 s of further
+        generation it allows with several bugs would blur the phases). A hill climb of the
+        target phase under way may still try a few candidates: they are not run (without
+        their score it climbs nowhere; the next round searches on). Hypothesis's shrink
+        phase begins by replaying the failure: from that call on, every call is shrinking,
+        charged so and governed by the shrink allowance. While shrinking, only that
+        failure's signature raises (Hypothesis would otherwise slip to any smaller failure);
+        another new one seen meanwhile keeps its smallest scenario and is polished later.
+        """
+        raised: list[str] = []
+        failing: list[Scenario] = []
+        shrinking: list[bool] = []
         steering = RoundSteering(self.result.coverage, tier, self.config, round_no)
 
         @settings(
@@ -261,49 +364,277 @@ class Explorer:
             database=None,
             derandomize=False,
             phases=[HypothesisPhase.generate, HypothesisPhase.target, HypothesisPhase.shrink],
-            report_multiple_bugs=True,
+            report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck),
             verbosity=Verbosity.quiet,
         )
         @seed(self.config.seed * 1_000_003 + round_no * 7 + (0 if tier == "inproc" else 1))
         @given(strategy)
         def prop(scenario: Scenario) -> None:
-            if raised and all(self._shrunk_enough(s) for s in raised):
-                return  # every failure shrunk long enough: end the shrinking without a run
+            if raised:
+                if not shrinking:
+                    if scenario != failing[0]:
+                        return  # the tail of a hill climb, after the round's failure: not run
+                    shrinking.append(True)  # the shrink phase's replay: it has just failed
+                    self._shrink_began[raised[0]] = self._clock.switch(stats, Activity.SHRINK)
+                    raise violation_type(raised[0])(raised[0])
+                self._shrink_step(tier, runner, scenario, deadline, stats, raised[0])
+                return
             sig = self._check(tier, runner, scenario, deadline, stats)
             steering.observe(scenario)  # target(): toward cells this exploration reached least
             if sig is None or sig in self.settled:
                 return
-            if sig in raised and self._shrunk_enough(sig):
-                return  # shrunk long enough: a pass ends Hypothesis's shrinking of it
-            raised.add(sig)
+            raised.append(sig)
+            failing.append(scenario)
             raise violation_type(sig)(sig)
 
-        # steering declares the tier's cells and measures Zephon's code on some scenarios
-        with steering, contextlib.suppress(Exception):
-            prop()
-        self.settled |= raised
-        for sig in sorted(raised):
-            finding = self.findings[sig]
-            # Harness errors and known defects (whose minimal scenarios are pinned by strict
-            # xfails) are not worth the polishing time of a budget.
-            if not finding.signature.startswith("harness.") and not finding.known:
-                assert self.progress is not None
-                self.progress.phase = f"polishing {sig}"
-                polish(
-                    finding.scenario,
-                    sig,
-                    lambda s: self._check(tier, runner, s, deadline, stats),
-                    min(deadline, time.monotonic() + POLISH_S),
-                )
+        stop: ShrinkStop | None = None
+        try:
+            with steering:  # declares the tier's cells; measures Zephon's code on some scenarios
+                prop()
+        except _EndShrinking as end:
+            stop = end.reason
+        except Exception:  # Hypothesis's report of the failure this explorer holds already
+            pass
+        if not raised:
+            return
+        sig = raised[0]
+        self.settled.add(sig)
+        if not shrinking:  # Hypothesis ended without shrinking: polishing is all of it
+            self._shrink_began[sig] = self._clock.switch(stats, Activity.SHRINK)
+        try:
+            if stop is ShrinkStop.ALLOWANCE and self._polishable(sig):
+                self._pending.insert(0, sig)
+            else:
+                self._polish(sig, deadline, stats)
+        finally:
+            self._clock.switch(stats, Activity.SEARCH)
+            if self.progress is not None:
                 self.progress.phase = "searching"
-            finding.shrunk_s = time.monotonic() - self._started
 
-    def _shrunk_enough(self, sig: str) -> bool:
-        """Past its shrinking time: ``shrink_s``, less for a known defect."""
+    def _shrink_step(
+        self,
+        tier: str,
+        runner: ScenarioRunner,
+        scenario: Scenario,
+        deadline: float,
+        stats: TierStats,
+        target: str,
+    ) -> None:
+        """One candidate of Hypothesis's shrinker: raises if it still fails as ``target``."""
+        stop = self._shrunk_enough(target, deadline, stats)
+        if stop is not None:
+            raise _EndShrinking(stop)
+        route = self._route(target, deadline, stats)
+        if route is None:
+            raise _EndShrinking(ShrinkStop.ALLOWANCE)
+        if route != tier:
+            if not _expressible_in_process(scenario):
+                return  # a candidate threads cannot run: not a smaller failure here
+            runner = self._runner(route)
+        judged = self._judge(route, runner, scenario, deadline, stats)
+        if not judged.ran:
+            raise _EndShrinking(ShrinkStop.DEADLINE)
+        if judged.sig == target:
+            raise violation_type(target)(target)
+        self._note_unshrunk(judged.sig)
+
+    def _shrunk_enough(
+        self, sig: str, deadline: float, stats: TierStats | None = None
+    ) -> ShrinkStop | None:
+        """Why Hypothesis's shrinking of ``sig`` ends now, or None to go on: past its own
+        time (``shrink_s``, less for a known defect), the search's deadline, or the tier's
+        shrink allowance (not enough left for one more run on its route)."""
         finding = self.findings[sig]
-        budget = self.config.shrink_s * (KNOWN_SHRINK_SHARE if finding.known else 1.0)
-        return self._elapsed() - finding.first_seen_s > budget
+        bound = self.config.shrink_s * (KNOWN_SHRINK_SHARE if finding.known else 1.0)
+        began = self._shrink_began.get(sig, self._started + finding.first_seen_s)
+        now = time.monotonic()
+        if now - began > bound:
+            return ShrinkStop.BOUND
+        if now >= deadline or self._goal_met():
+            return ShrinkStop.DEADLINE
+        if stats is not None and not self._affordable(stats, self._routes.get(sig, finding.tier)):
+            return ShrinkStop.ALLOWANCE
+        return None
+
+    # ---- the shrink allowance, routes and polishing --------------------------------------
+    def _share(self, tier: str) -> float:
+        share = self.config.search_share
+        return share if share is not None else SEARCH_SHARE.get(tier, SEARCH_SHARE["torchrun"])
+
+    def _allowance_s(self, stats: TierStats) -> float:
+        """Seconds of shrinking ``stats``'s search has earned and not spent."""
+        self._clock.flush()
+        spent = stats.shrink_s + stats.confirm_s  # the search's confirmations serve shrinking
+        return shrink_allowance_s(stats.search_s, spent, self._share(stats.tier))
+
+    def _affordable(self, stats: TierStats, run_tier: str) -> bool:
+        """Whether one more run on ``run_tier`` fits the allowance (by its running estimate)."""
+        left = self._allowance_s(stats)
+        return left > 0 and left >= self._run_s.get(run_tier, 0.0)
+
+    def _polishable(self, sig: str) -> bool:
+        """Harness errors and known defects (whose minimal scenarios are pinned by strict
+        xfails) are not worth the polishing time of a budget."""
+        return not self.findings[sig].harness and not self.findings[sig].known
+
+    def _note_unshrunk(self, sig: str | None) -> None:
+        """A new failure seen while another shrinks: polished later, as the allowance allows."""
+        if (
+            sig is not None
+            and sig not in self.settled
+            and sig not in self._pending
+            and self._polishable(sig)
+        ):
+            self._pending.append(sig)
+
+    def _route(self, sig: str, deadline: float, stats: TierStats) -> str | None:
+        """The tier ``sig`` shrinks on: in process for a torchrun finding that replays there
+        with the same signature, else its own. None: not decided (no allowance or time).
+
+        Decided once its smallest scenario is expressible in process (threads refuse what
+        only processes do): from then on, candidates threads cannot run are passed over."""
+        route = self._routes.get(sig)
+        if route is not None:
+            return route
+        finding = self.findings[sig]
+        route = finding.tier
+        if finding.tier == "torchrun" and not finding.harness:
+            if not _expressible_in_process(finding.scenario):
+                finding.shrunk_on = route
+                return route  # undecided: a smaller failing scenario may be expressible
+            if not self._affordable(stats, "inproc"):
+                return None
+            best = (finding.scenario, finding.report)
+            inproc = self._runner("inproc")
+            judged = self._judge("inproc", inproc, finding.scenario, deadline, stats)
+            if not judged.ran:
+                return None
+            if judged.sig == sig:
+                route = "inproc"
+                self._tier_best[sig] = best
+        self._routes[sig] = route
+        finding.shrunk_on = route
+        return route
+
+    def _polish(self, sig: str, deadline: float, stats: TierStats) -> None:
+        """The domain-aware pass after Hypothesis's shrinking, within the finding's own time
+        (``POLISH_S``) and the tier's allowance; cut short by the allowance, it waits.
+        Call it while the clock charges shrinking."""
+        if sig in self._pending:
+            self._pending.remove(sig)
+        if not self._polishable(sig):
+            self._shrunk(sig, deadline, stats)
+            return
+        route = self._route(sig, deadline, stats)
+        if route is None:
+            self._pending.append(sig)
+            return
+        own_left = POLISH_S - self._polished_s.get(sig, 0.0)
+        allowed = self._allowance_s(stats) - self._run_s.get(route, 0.0)
+        if own_left <= 0:
+            self._shrunk(sig, deadline, stats)
+            return
+        if allowed <= 0:
+            self._pending.append(sig)
+            return
+        assert self.progress is not None
+        self.progress.phase = f"polishing {sig}"
+        began = time.monotonic()
+        until = min(deadline, began + min(own_left, allowed))
+
+        def judge(s: Scenario) -> str | None:
+            # Polishing may make a torchrun finding expressible in process: it goes on there.
+            on = self._route(sig, deadline, stats) or self.findings[sig].tier
+            if on != self.findings[sig].tier and not _expressible_in_process(s):
+                return None
+            return self._check(on, self._runner(on), s, deadline, stats)
+
+        polish(self.findings[sig].scenario, sig, judge, until)
+        now = time.monotonic()
+        self._polished_s[sig] = self._polished_s.get(sig, 0.0) + now - began
+        if now < until or self._polished_s[sig] >= POLISH_S:
+            self._shrunk(sig, deadline, stats)  # no simpler candidate fails, or its time is up
+        elif now < deadline:
+            self._pending.append(sig)
+
+    def _shrink_pending(self, deadline: float, stats: TierStats) -> None:
+        """Go on polishing unfinished findings with what the last round's searching earned."""
+        for sig in list(self._pending):
+            if time.monotonic() >= deadline or not self._affordable(
+                stats, self._routes.get(sig, self.findings[sig].tier)
+            ):
+                return
+            with self._clock.during(stats, Activity.SHRINK):
+                self._polish(sig, deadline, stats)
+            assert self.progress is not None
+            self.progress.phase = "searching"
+            if sig in self._pending:
+                return  # the allowance ran out again
+
+    def _shrunk(self, sig: str, deadline: float, stats: TierStats) -> None:
+        """Shrinking of ``sig`` is over: a minimum found in process is confirmed on its tier."""
+        finding = self.findings[sig]
+        route = self._routes.get(sig, finding.tier)
+        if route != finding.tier and self._confirm_route(sig, stats) is RouteCheck.REFUTED:
+            self._polish(sig, deadline, stats)  # on its own tier now, within the allowance
+            return
+        finding.shrunk_s = self._elapsed()
+
+    def _confirm_route(self, sig: str, stats: TierStats) -> RouteCheck:
+        """Rerun a finding shrunk in process on its own tier; if it does not fail alike there,
+        go back to its smallest scenario that did, and shrink on that tier from then on."""
+        finding = self.findings[sig]
+        if sig not in self._tier_best:
+            return RouteCheck.CONFIRMED  # confirmed already, and shrunk in process since
+        assert self.progress is not None
+        self.progress.phase = f"confirming {sig} on {finding.tier}"
+        with self._clock.during(stats, Activity.CONFIRM):
+            judged = self._judge(
+                finding.tier, self._runner(finding.tier), finding.scenario, self._end, stats
+            )
+        if not judged.ran:
+            return RouteCheck.NOT_RUN
+        if judged.sig == sig:
+            self._tier_best.pop(sig, None)
+            stats.shrunk_in_process += 1
+            return RouteCheck.CONFIRMED
+        scenario, report = self._tier_best.pop(sig)
+        if finding.outcome is not None:
+            discard(finding.outcome)
+            finding.outcome = None
+        finding.scenario, finding.report = scenario, report
+        self._routes[sig] = finding.shrunk_on = finding.tier
+        self.result.notes.append(
+            f"{sig}: its minimal scenario shrunk in process did not fail alike on "
+            f"{finding.tier} ({judged.sig or 'passed'}); shrunk on {finding.tier} instead"
+        )
+        return RouteCheck.REFUTED
+
+    def _settle_routes(self, stats: TierStats) -> None:
+        """At the end of a search: findings shrunk in process but unfinished are confirmed on
+        their own tier too, so the scenario reported is one that fails there."""
+        for sig in [s for s, route in self._routes.items() if route != self.findings[s].tier]:
+            if sig in self._tier_best:
+                self._confirm_route(sig, stats)
+
+    # ---- running one scenario ------------------------------------------------------------
+    def _stats(self, tier: str) -> TierStats:
+        return self.result.tiers.setdefault(tier, TierStats(tier))
+
+    def _tier_of(self, runner: ScenarioRunner) -> str:
+        return next((t for t, r in self.runners.items() if r is runner), "unknown")
+
+    def _count(self, tier: str, stats: TierStats) -> None:
+        """One more run of ``stats``'s search, on ``tier``'s runner."""
+        if tier == stats.tier:
+            stats.scenarios += 1
+        else:
+            stats.in_process_runs += 1
+        if self._clock.activity is Activity.SEARCH:
+            stats.new_scenarios += 1
+        assert self.progress is not None
+        self.progress.scenarios += 1
 
     def _check(
         self,
@@ -314,22 +645,31 @@ class Explorer:
         stats: TierStats,
     ) -> str | None:
         """Run one scenario; its signature if it fails (None past the deadline or if ok)."""
+        return self._judge(tier, runner, scenario, deadline, stats).sig
+
+    def _judge(
+        self,
+        tier: str,
+        runner: ScenarioRunner,
+        scenario: Scenario,
+        deadline: float,
+        stats: TierStats,
+    ) -> Judged:
+        """Run one scenario on ``tier``'s ``runner`` for ``stats``'s search, and judge it."""
         if time.monotonic() >= deadline or self._goal_met():
-            return None
+            return Judged(ran=False)
         assert self.progress is not None
         try:
             judged = self._run(runner, scenario)
         except KeyboardInterrupt:
             raise
         except Exception as exc:
-            stats.scenarios += 1
-            self.progress.scenarios += 1
-            return self._harness_error(tier, scenario, exc)
+            self._count(tier, stats)
+            return Judged(ran=True, sig=self._harness_error(tier, scenario, exc))
         if judged is None:
-            return None
+            return Judged(ran=False)
         outcome = judged
-        stats.scenarios += 1
-        self.progress.scenarios += 1
+        self._count(tier, stats)
         self.result.coverage.add(scenario, outcome, tier)
         self.result.liveness.add(outcome)
         if len(runner.reference_cache) > 256:
@@ -339,7 +679,7 @@ class Explorer:
             if self._last is not None:
                 discard(self._last[1])
             self._last = (scenario, outcome)
-            return None
+            return Judged(ran=True)
         finding = self.findings.get(sig)
         if finding is None:
             self.findings[sig] = Finding(
@@ -354,7 +694,7 @@ class Explorer:
             self.progress.note(f"finding: {sig} in {scenario.summary()} (shrinking)")
         elif not finding.offer(scenario, outcome):
             discard(outcome)
-        return sig
+        return Judged(ran=True, sig=sig)
 
     def _harness_error(self, tier: str, scenario: Scenario, exc: Exception) -> str:
         """A scenario the harness itself could not run: a harness problem, never a violation
@@ -406,3 +746,10 @@ class Explorer:
                     continue
                 finding.confirmed_on["torchrun"] = signature(outcome) or "passed"
                 discard(outcome)
+
+
+def _expressible_in_process(scenario: Scenario) -> bool:
+    """Whether rank threads can run ``scenario`` faithfully (the in-process tier's refusal)."""
+    from zephon_chaos.inproc import inproc_refusal
+
+    return inproc_refusal(scenario) is None
