@@ -212,6 +212,8 @@ def find_and_remove_leaks(
 def _left_networks(networks: list[HostNetwork]) -> list[str]:
     """Namespaces of the test's host networks that still exist, and links of the machine's
     own namespace carrying their tokens (listed, then removed)."""
+    if not networks:
+        return []
     found = []
     names = named_namespaces()
     for net in networks:
