@@ -189,9 +189,13 @@ def test_netem_is_used_only_where_the_kernel_has_it() -> None:
 def test_a_process_left_in_a_namespace_is_reported_by_close() -> None:
     net = HostNetwork(1).create()
     stay = subprocess.Popen(
-        [*net.host(0).exec_prefix(), sys.executable, "-c", "import time; time.sleep(60)"]
+        [*net.host(0).exec_prefix(), sys.executable, "-c", "print('in', flush=True); input()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
+        assert stay.stdout is not None and stay.stdout.readline().strip() == "in"  # inside now
         problems = net.close()
         assert any(str(stay.pid) in p for p in problems)
         assert processes_in(set(net.inodes.values()))  # the namespace lives on in it
