@@ -138,6 +138,7 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
         data_dir=str(data_dir),
         faults=phase.rank_faults,
         retry=phase.retry,
+        sync=phase.sync,
         plant=scenario.plant,
         backend=scenario.backend,  # type: ignore[arg-type]
     )

@@ -22,12 +22,14 @@ from zephon_chaos.workload.spec import (
     MAPPINGS,
     RETRIES,
     RUNNERS,
+    SYNCS,
     CheckpointAt,
     DataSpec,
     PipelineSpec,
     RankFault,
     Retry,
     SpecError,
+    Sync,
     from_dict,
 )
 
@@ -71,6 +73,10 @@ class Phase:
     retry: Retry = "none"
     """After a failed checkpoint: raise (none), retry with every rank (lockstep), or each rank
     alone (independent); see ``WorkloadSpec.retry``."""
+    sync: Sync = "lockstep"
+    """How ranks arrive at each checkpoint (``workload.spec.SYNCS``): in lockstep, as trainers
+    do, or free-running, where a rank later than ``aggregate_timeout_s`` fails the round as
+    Zephon documents."""
     hosts: int = 1
     """> 1: the ranks spread evenly over that many hosts, each a network namespace with an
     agent of its own (``launch.netns``, needs root); with ``launch`` c10d or static."""
@@ -120,6 +126,7 @@ class Scenario:
             _check(ph.steps >= 0, f"{where}.steps", "must be non-negative")
             _check(ph.launch in LAUNCH_PATHS, f"{where}.launch", f"one of {LAUNCH_PATHS}")
             _check(ph.retry in RETRIES, f"{where}.retry", f"one of {RETRIES}")
+            _check(ph.sync in SYNCS, f"{where}.sync", f"one of {SYNCS}")
             _check(
                 ph.hosts == 1
                 or (ph.hosts > 1 and ph.launch != "standalone" and ph.world_size % ph.hosts == 0),

@@ -90,7 +90,10 @@ def run(spec: WorkloadSpec) -> int:
 
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     default_store = _place_store_proxy(spec, rank, world)
-    code = run_rank(spec, rank, world, default_store=default_store, device=device)
+    hooks = RankHooks()
+    if spec.sync == "lockstep":
+        hooks = RankHooks(before_checkpoint=lambda index: _meet(device))
+    code = run_rank(spec, rank, world, default_store=default_store, device=device, hooks=hooks)
     if spec.store_proxy_ports:
         _record_collective(spec, rank, world, "after_run")
     with contextlib.suppress(Exception):
@@ -123,6 +126,19 @@ def _record_collective(spec: WorkloadSpec, rank: int, world: int, label: str) ->
     out = RecordWriter(spec.out_dir, rank)
     out.write("collective", label=label, sum=int(value.item()), world=world)
     out.close()
+
+
+def _meet(device: Any) -> None:
+    """Lockstep ranks meet before a checkpoint, as a trainer's gradient all-reduce makes them.
+
+    Without it a rank can reach ``checkpoint()`` later than ``aggregate_timeout_s`` after the
+    leader (a worker process or MTP child still starting, a loaded machine), and the round
+    fails by Zephon's documented timeout, which is no defect (tests/zephon/repro/).
+    """
+    import torch
+    import torch.distributed as dist
+
+    dist.all_reduce(torch.ones(1, device=device))
 
 
 def _agree(ok: bool) -> bool:

@@ -30,6 +30,11 @@ _SUFFIXES = {"pickle": "pkl", "torch": "pt", "json": "json", "plain_json": "json
 EXHAUSTION: tuple[str, ...] = ("repeat", "stop")
 Retry = Literal["none", "lockstep", "independent"]
 RETRIES: tuple[str, ...] = ("none", "lockstep", "independent")
+Sync = Literal["lockstep", "free"]
+SYNCS: tuple[str, ...] = ("lockstep", "free")
+"""How ranks arrive at a checkpoint: ``lockstep`` meet in a collective first, as a trainer's
+per-step gradient all-reduce keeps them within one step of each other; ``free`` run on their
+own (data preparation, evaluation), so one may reach ``checkpoint()`` long after another."""
 ROUND_PHASES: tuple[str, ...] = ("announce", "shard", "participants", "outcome", "ack")
 """Checkpoint-round phases the interposer sees, in protocol order (see ``faults.interposer``)."""
 
@@ -160,6 +165,9 @@ class WorkloadSpec:
     retry together (lockstep), or each rank retries alone (independent)."""
     retry_attempts: int = 2
     """Checkpoint calls per checkpoint at most, under lockstep or independent retry."""
+    sync: Sync = "free"
+    """``lockstep``: the ranks of a torchrun group meet in a collective before each
+    checkpoint (see ``SYNCS``); rank threads start together and need none."""
     resume_on_restart: bool = False
     """In a torchrun restart, write under ``out_dir/restart<n>`` and restore the latest
     checkpoint an earlier attempt persisted."""
