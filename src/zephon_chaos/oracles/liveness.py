@@ -18,7 +18,9 @@ Two promises, derived from Zephon 0.2's own documentation (docs/liveness.md cite
 
 Steps that a scheduled fault deliberately stalls (SIGSTOP, an interposer hold, the ``timeout``
 toxic: a known defect) are excluded by the typed fault records of the launch, never by their
-durations. All times are ``time.monotonic()`` (CLOCK_MONOTONIC), one clock for a host's ranks.
+durations. A rank whose own store link a fault cuts (``down``, ``reset_peer``) cannot learn of
+anything through the store: its calls are judged by the waiting bound, not as propagation.
+All times are ``time.monotonic()`` (CLOCK_MONOTONIC), one clock for a host's ranks.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ STALLING_RANK_ACTIONS = frozenset({"sigstop"})
 STALLING_TRIGGER_ACTIONS = frozenset({"sigstop", "hold"})
 STALLING_TOXICS = frozenset({"timeout"})
 """Toxics that stall a link on purpose (``timeout``: data stops; a known Zephon defect)."""
+CUTTING_TOXICS = frozenset({"down", "reset_peer"})
+"""Link faults that cut a rank off from the store (``down``: the proxy is disabled)."""
 LEADER = 0
 """Zephon's round leader: global rank 0 (worker 0)."""
 
@@ -46,6 +50,15 @@ class Step(str, Enum):
     FETCH = "fetch"
     CHECKPOINT = "checkpoint"
     RESTORE = "restore"
+
+
+class Effect(str, Enum):
+    """What a scheduled fault does to its rank's calls, for this oracle."""
+
+    STALL = "stall"
+    """Stopped on purpose: its calls from then on are not judged at all."""
+    CUT = "cut"
+    """Cut off from the store: its calls are not propagation measurements."""
 
 
 class LivenessKind(str, Enum):
@@ -102,11 +115,12 @@ class Timing:
 
 @dataclass(frozen=True)
 class Stall:
-    """A scheduled fault that stalls ``rank`` from ``since`` on (None: the whole launch)."""
+    """A scheduled fault that stalls (or cuts off) ``rank`` from ``since`` on (None: always)."""
 
     rank: int
     cause: str
     since: float | None = None
+    effect: Effect = Effect.STALL
 
     def covers(self, t: Timing) -> bool:
         """Whether step ``t`` was still running when the stall began (or began after)."""
@@ -259,14 +273,13 @@ def stalls_of(
                     Stall(rec.rank, f"{ev['action']} at step {ev['at_step']}", since=since)
                 )
     for rank, toxic in (start_toxics or {}).items():
-        if toxic in STALLING_TOXICS:
-            stalls.append(Stall(rank, f"{toxic} toxic from the start", since=None))
+        effect = _link_effect(toxic)
+        if effect is not None:
+            stalls.append(Stall(rank, f"{toxic} from the start", None, effect))
     events = interposer_events or {}
     for t in triggers:
-        if not (
-            t.action in STALLING_TRIGGER_ACTIONS
-            or (t.action == "toxic" and t.toxic in STALLING_TOXICS)
-        ):
+        effect = _trigger_effect(t)
+        if effect is None:
             continue
         for ev in events.get(t.rank, ()):
             if (
@@ -275,10 +288,25 @@ def stalls_of(
                 and ev.get("n") == t.occurrence
                 and ev.get("action") == t.action
             ):
-                what = t.toxic + " toxic" if t.action == "toxic" else t.action
-                stalls.append(Stall(t.rank, f"{what} at {t.phase}#{t.occurrence}", ev.get("t")))
+                what = t.toxic if t.action == "toxic" else t.action
+                since = ev.get("t")
+                stalls.append(Stall(t.rank, f"{what} at {t.phase}#{t.occurrence}", since, effect))
                 break
     return stalls
+
+
+def _link_effect(toxic: str) -> Effect | None:
+    if toxic in STALLING_TOXICS:
+        return Effect.STALL
+    return Effect.CUT if toxic in CUTTING_TOXICS else None
+
+
+def _trigger_effect(t: PhaseTrigger) -> Effect | None:
+    if t.action in STALLING_TRIGGER_ACTIONS:
+        return Effect.STALL
+    if t.action == "cut":
+        return Effect.CUT
+    return _link_effect(t.toxic) if t.action == "toxic" else None
 
 
 def judge(
@@ -297,9 +325,11 @@ def judge(
     """
     bounds = bounds or LivenessBounds()
     verdict = LivenessVerdict(phase, timeout_s, bounds, stalls=list(stalls))
+    stopped = [s for s in stalls if s.effect is Effect.STALL]
+    cut = [s for s in stalls if s.effect is Effect.CUT]
     for rec in records:
         for t in timings_of(rec):
-            if any(s.covers(t) for s in stalls):
+            if any(s.covers(t) for s in stopped):
                 verdict.excluded.append(t)
             else:
                 verdict.timings.append(t)
@@ -319,7 +349,7 @@ def judge(
                 )
             )
     bound = bounds.propagation_bound_s(timeout_s)
-    for p in propagations(verdict.timings, retry=retry):
+    for p in propagations(verdict.timings, retry=retry, cut=cut):
         verdict.propagations.append(p)
         for rank, lag in sorted(p.lags.items()):
             if lag > bound:
@@ -338,8 +368,14 @@ def judge(
     return verdict
 
 
-def propagations(timings: Iterable[Timing], *, retry: str = "none") -> list[Propagation]:
-    """Every failed round: the first failure, and how long after it each other rank ended."""
+def propagations(
+    timings: Iterable[Timing], *, retry: str = "none", cut: Sequence[Stall] = ()
+) -> list[Propagation]:
+    """Every failed round: the first failure, and how long after it each other rank ended.
+
+    A rank ``cut`` off from the store during its call can still fail first, but its own end
+    measures its link, not how the failure reached it.
+    """
     rounds: dict[tuple[int, int], list[Timing]] = {}
     for t in timings:
         if t.step is Step.CHECKPOINT and t.index is not None:
@@ -352,7 +388,11 @@ def propagations(timings: Iterable[Timing], *, retry: str = "none") -> list[Prop
         if not failed:
             continue
         first = min(failed, key=lambda t: t.ended_at)
-        lags = {t.rank: t.ended_at - first.ended_at for t in calls if t.rank != first.rank}
+        lags = {
+            t.rank: t.ended_at - first.ended_at
+            for t in calls
+            if t.rank != first.rank and not any(s.covers(t) for s in cut)
+        }
         out.append(Propagation(index, attempt, first.rank, first.ended_at, lags))
     return out
 
@@ -375,11 +415,7 @@ def judge_run(run: _Run, bounds: LivenessBounds | None = None) -> LivenessVerdic
     from zephon_chaos.faults.interposer import read_events
 
     spec = run.spec
-    start = {
-        f.rank: f.toxic
-        for f in getattr(run.phase, "proxy_faults", ())
-        if f.at == "start" and f.toxic in STALLING_TOXICS
-    }
+    start = {f.rank: f.toxic for f in getattr(run.phase, "proxy_faults", ()) if f.at == "start"}
     stalls = stalls_of(
         run.records,
         rank_faults=spec.faults,
@@ -388,7 +424,7 @@ def judge_run(run: _Run, bounds: LivenessBounds | None = None) -> LivenessVerdic
         interposer_events={
             t.rank: read_events(spec.out_dir, t.rank)
             for t in spec.triggers
-            if t.action in STALLING_TRIGGER_ACTIONS or t.toxic in STALLING_TOXICS
+            if _trigger_effect(t) is not None
         },
     )
     return judge(

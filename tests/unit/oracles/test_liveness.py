@@ -14,7 +14,7 @@ import pytest
 from zephon_chaos.explore.liveness_table import LivenessTally
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.oracles import liveness as oracle
-from zephon_chaos.oracles.liveness import LivenessBounds, LivenessKind, Stall, Step
+from zephon_chaos.oracles.liveness import Effect, LivenessBounds, LivenessKind, Stall, Step
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.workload.records import (
@@ -156,7 +156,7 @@ def test_steps_a_scheduled_stall_covers_are_excluded_by_its_fault_record() -> No
     )
     assert stalls == [
         Stall(1, "sigstop at step 2", since=20.0),
-        Stall(2, "timeout toxic from the start", since=None),
+        Stall(2, "timeout from the start", since=None),
     ]
     verdict = judge(records, stalls=stalls)
     assert verdict.ok, verdict.lines()
@@ -176,8 +176,41 @@ def test_an_interposer_stall_counts_from_its_fired_event() -> None:
         0: [{"kind": "fired", "phase": "shard", "n": 2, "action": "toxic", "t": 7.4}],
     }
     stalls = oracle.stalls_of([], triggers=(trigger, latency), interposer_events=events)
-    assert stalls == [Stall(1, "timeout toxic at shard#2", since=7.5)]
+    assert stalls == [Stall(1, "timeout at shard#2", since=7.5)]
     assert oracle.stalls_of([], triggers=(trigger,), interposer_events={}) == []
+
+
+def test_a_rank_cut_off_from_the_store_is_no_propagation_measurement() -> None:
+    """Rank 1's link goes down at its second shard write: it fails first, rank 0 (the leader)
+    ends when its budget runs out, and rank 1's own second attempt (a reconnect to a store it
+    cannot reach) is judged by the waiting bound only."""
+    cut = PhaseTrigger(1, "shard", "cut", occurrence=2)
+    events = {1: [{"kind": "fired", "phase": "shard", "n": 2, "action": "cut", "t": 10.1}]}
+    stalls = oracle.stalls_of([], triggers=(cut,), interposer_events=events)
+    assert stalls == [Stall(1, "cut at shard#2", 10.1, Effect.CUT)]
+
+    def attempt(n: int, start: float, end: float) -> dict[str, Any]:
+        return {
+            "kind": "checkpoint_attempt",
+            "index": 1,
+            "attempt": n,
+            "ok": False,
+            "started_at": start,
+            "ended_at": end,
+        }
+
+    records = [
+        rank(0, events=[attempt(1, 10.0, 12.1), attempt(2, 12.3, 14.4)]),
+        rank(1, events=[attempt(1, 10.0, 10.2), attempt(2, 12.3, 20.0)]),
+    ]
+    verdict = judge(records, stalls=stalls, retry="lockstep")
+    assert verdict.ok, verdict.lines()
+    assert [(p.attempt, p.first_rank, dict(p.lags)) for p in verdict.propagations] == [
+        (1, 1, {0: pytest.approx(1.9)}),
+        (2, 0, {}),
+    ]
+    assert len(verdict.waits(Step.CHECKPOINT)) == 4
+    assert not judge(records, retry="lockstep").ok, "uncut, rank 1 would learn 5.6 s late"
 
 
 def test_records_carry_the_timing_fields(tmp_path: Path) -> None:
@@ -208,9 +241,7 @@ def outcome_with(lines: list[str]) -> ScenarioOutcome:
         (LivenessKind.UNBOUNDED_WAIT, "liveness.unbounded-wait.no-resume.no-resume"),
     ],
 )
-def test_liveness_problems_have_their_own_signature_area(
-    kind: LivenessKind, expected: str
-) -> None:
+def test_liveness_problems_have_their_own_signature_area(kind: LivenessKind, expected: str) -> None:
     problem = oracle.LivenessProblem(kind, 0, Step.CHECKPOINT, 1, 1, 7.0, 5.0)
     assert signature(outcome_with([problem.describe()])) == expected
     # a checkpoint-correctness problem of the same launch names the finding first
