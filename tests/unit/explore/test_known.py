@@ -1,0 +1,82 @@
+"""Known defects recognise the explorer's real outcomes for them, and nothing else."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zephon_chaos.explore.known import STRING_KEY_ZERO_CID_RESTORE, explaining, judged_ok
+from zephon_chaos.explore.signature import signature
+from zephon_chaos.inproc import inproc_runner
+from zephon_chaos.inproc.runner import InprocScenarioRunner
+from zephon_chaos.runner import ScenarioOutcome
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
+
+KNOWN_ZERO_CID = f"known.{STRING_KEY_ZERO_CID_RESTORE.id}"
+
+JSON_CODEC_AT_STEP_0 = Scenario(
+    pipeline=PipelineSpec(canonical_replicas=2, aggregate_serializer="json"),
+    phases=(Phase(2, 1, (CheckpointAt(0),)), Phase(2, 1)),
+)
+"""The round over two ranks goes through the json codec: the merged checkpoint's keys come
+back as strings, while no lane has drawn a chunk."""
+PLAIN_JSON_AT_STEP_0 = Scenario(
+    pipeline=PipelineSpec(canonical_replicas=2),
+    phases=(Phase(1, 1, (CheckpointAt(0),)), Phase(1, 1)),
+    persist_format="plain_json",
+)
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[InprocScenarioRunner]:
+    with inproc_runner(tmp_path / "inproc") as r:
+        yield r
+    assert not [t for t in threading.enumerate() if t.name.startswith("zc-s")]
+
+
+@pytest.mark.parametrize(
+    "scenario", [JSON_CODEC_AT_STEP_0, PLAIN_JSON_AT_STEP_0], ids=["json-codec", "plain-json"]
+)
+def test_a_string_keyed_restore_before_any_chunk_is_the_known_defect(
+    runner: InprocScenarioRunner, scenario: Scenario
+) -> None:
+    outcome = runner.run(scenario)
+    assert not outcome.ok, outcome.report()
+    assert [d.id for d in explaining(outcome)] == [STRING_KEY_ZERO_CID_RESTORE.id]
+    assert judged_ok(outcome)
+    assert signature(outcome) == KNOWN_ZERO_CID
+
+
+def test_the_same_failure_without_string_keys_or_with_every_lane_drawn_is_not_explained(
+    runner: InprocScenarioRunner,
+) -> None:
+    """The defect needs both: keys made strings, and a lane whose next chunk id is 0. The
+    real outcome, told otherwise about either, is a violation again."""
+    outcome = runner.run(JSON_CODEC_AT_STEP_0)
+    assert signature(outcome) == KNOWN_ZERO_CID, outcome.report()
+
+    msgpack = dataclasses.replace(
+        outcome,
+        scenario=outcome.scenario.with_(
+            pipeline=dataclasses.replace(outcome.scenario.pipeline, aggregate_serializer="msgpack")
+        ),
+    )
+    assert signature(msgpack) == "launch.RuntimeError.same-size.boundary"
+
+    drawn = _with_lane_counts(outcome, {0: 1, 1: 1})
+    assert not explaining(drawn)
+    assert signature(drawn) == "launch.RuntimeError.same-size.boundary"
+
+
+def _with_lane_counts(outcome: ScenarioOutcome, counts: dict[int, int]) -> ScenarioOutcome:
+    """``outcome`` as if its first launch's checkpoints had ``counts`` batches a lane."""
+    first = outcome.phases[0]
+    facts = [dataclasses.replace(f, lane_counts=dict(counts)) for f in first.checkpoints.facts]
+    checkpoints = dataclasses.replace(first.checkpoints, facts=facts)
+    phases = [dataclasses.replace(first, checkpoints=checkpoints), *outcome.phases[1:]]
+    return dataclasses.replace(outcome, phases=phases)
