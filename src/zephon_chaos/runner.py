@@ -16,6 +16,7 @@ from typing import Any
 from zephon_chaos.harness_problem import HarnessProblem, undescribed_failure
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
+from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles.global_batches import (
     PhaseRecords,
@@ -68,10 +69,17 @@ class ResumeFact:
     from_world: int
     to_world: int
     mid_window: bool
+    from_tp: int = 1
+    to_tp: int = 1
 
     @property
     def resized(self) -> bool:
         return self.from_world != self.to_world
+
+    @property
+    def relaid(self) -> bool:
+        """The lanes changed hands: the number of DP groups, which own them, changed."""
+        return self.from_world // self.from_tp != self.to_world // self.to_tp
 
 
 @dataclass
@@ -139,6 +147,7 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
         faults=phase.rank_faults,
         retry=phase.retry,
         sync=phase.sync,
+        tp=phase.tp,
         plant=scenario.plant,
         backend=scenario.backend,  # type: ignore[arg-type]
     )
@@ -236,19 +245,22 @@ class ScenarioRunner:
                     f"s{self._count}-phase{i}", spec, phase.world_size, phase.launch, phase.hosts
                 )
                 records = track.cumulative(read_phase(out, phase.world_size))
+                outcome.problems += [
+                    f"phase {i}: {p}" for p in dp_oracle.problems(records, phase.tp)
+                ]
                 c = scenario.canonical_replicas(i)
                 cps = ckpt_oracle.check(records, c)
                 run = PhaseRun(i, phase, spec, result, records, cps)
                 outcome.phases.append(run)
                 run.liveness = liveness_oracle.judge_run(run)
                 outcome.problems += run.liveness.lines()
-                if phase.expect_failure or phase.world_size > c:
+                if phase.expect_failure or phase.dp > c:
                     # Refused: the next phase restores what this one was given.
                     problems, undescribed = expected_failure_problems(i, phase, result)
                     outcome.problems += problems
                     outcome.harness_problems += undescribed
                     continue
-                track.resumed(i, phase.world_size)
+                track.resumed(i, phase.world_size, phase.tp)
                 if faulted is not None:
                     run.fault = faulted
                     outcome.problems += proxy_faults.judge(faulted, run)
@@ -295,11 +307,11 @@ class ScenarioRunner:
     def _reference(
         self, scenario: Scenario, work: Path, data_dir: Path, outcome: ScenarioOutcome
     ) -> list[RankRecord] | None:
-        world = next(
+        world = next(  # one rank per DP group of the first accepted launch
             (
-                ph.world_size
+                ph.dp
                 for i, ph in enumerate(scenario.phases)
-                if not ph.expect_failure and ph.world_size <= scenario.canonical_replicas(i)
+                if not ph.expect_failure and ph.dp <= scenario.canonical_replicas(i)
             ),
             1,
         )
@@ -361,6 +373,7 @@ class _Resume:
     """Per lane, the batches delivered up to the checkpoint restored next (since the start)."""
     restore_from: str | None = None
     taken_at: int | None = None
+    taken_tp: int = 1
     taken_mid_window: bool = False
     exact: bool = True
     resumes: list[ResumeFact] = field(default_factory=list)
@@ -374,24 +387,30 @@ class _Resume:
                 }
         return records
 
-    def resumed(self, phase: int, world_size: int) -> None:
+    def resumed(self, phase: int, world_size: int, tp: int = 1) -> None:
         if self.restore_from is None or self.taken_at is None:
             return
-        self.resumes.append(ResumeFact(phase, self.taken_at, world_size, self.taken_mid_window))
-        if self.taken_mid_window and self.taken_at != world_size:
+        fact = ResumeFact(
+            phase, self.taken_at, world_size, self.taken_mid_window, self.taken_tp, tp
+        )
+        self.resumes.append(fact)
+        if fact.mid_window and fact.relaid:  # same DP groups: each keeps its lanes' order
             self.exact = False
 
     def keep(self, run: PhaseRun, index: int) -> None:
         facts = next(f for f in run.checkpoints.facts if f.index == index)
-        self.kept.append(PhaseRecords(run.phase.world_size, run.records, index + 1))
+        self.kept.append(
+            PhaseRecords(run.phase.world_size, run.records, index + 1, run.phase.tp)
+        )
         self.expected.update(facts.lane_counts)
         self.restore_from = str(run.spec.checkpoint_path(index))
         self.taken_at = run.phase.world_size
+        self.taken_tp = run.phase.tp
         self.taken_mid_window = facts.mid_window
 
     def keep_all(self, run: PhaseRun, lanes: range, reference: list[RankRecord]) -> None:
         """The last phase: everything; each lane ``steps`` more, or all of it if both ran dry."""
-        self.kept.append(PhaseRecords(run.phase.world_size, run.records, None))
+        self.kept.append(PhaseRecords(run.phase.world_size, run.records, None, run.phase.tp))
         dry = all(r.exhausted_after is not None for r in run.records + reference)
         ref_lengths = {lane: len(b) for lane, b in lane_streams(reference).items()}
         for lane in lanes:

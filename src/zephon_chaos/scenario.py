@@ -80,6 +80,15 @@ class Phase:
     hosts: int = 1
     """> 1: the ranks spread evenly over that many hosts, each a network namespace with an
     agent of its own (``launch.netns``, needs root); with ``launch`` c10d or static."""
+    tp: int = 1
+    """Tensor-parallel ranks per data-parallel group: the launch is ``world_size / tp`` DP
+    groups of ``tp`` ranks each (rank r in group ``r // tp``) that read the same lanes, as
+    the downstream adapter configures Zephon (``dp_degree``, ``dp_group_id``)."""
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel groups of the launch (Zephon's ``dp_degree``); lanes are theirs."""
+        return self.world_size // max(1, self.tp)
 
     @property
     def restore_point(self) -> CheckpointAt | None:
@@ -133,6 +142,7 @@ class Scenario:
                 f"{where}.hosts",
                 "must be 1, or more hosts that divide world_size, with launch c10d or static",
             )
+            _check(ph.tp >= 1, f"{where}.tp", "must be at least 1")
             _check(
                 ph.canonical_replicas is None or ph.canonical_replicas >= 1,
                 f"{where}.canonical_replicas",
@@ -155,7 +165,7 @@ class Scenario:
         first fault ends the launch; any other phase, its last.
         """
         ph = self.phases[i]
-        if ph.expect_failure or ph.world_size > self.canonical_replicas(i):
+        if ph.expect_failure or ph.dp > self.canonical_replicas(i):
             return None
         done = len({astuple(cp) for cp in ph.checkpoints})
         if ph.rank_faults:
@@ -165,6 +175,7 @@ class Scenario:
                 ph.world_size,
                 self.canonical_replicas(i),
                 self.pipeline.mapping,
+                ph.tp,
             )
             done = done if before is None else before
         return done - 1 if done else None
@@ -189,7 +200,10 @@ class Scenario:
         return max(ph.world_size for ph in self.phases)
 
     def summary(self) -> str:
-        sizes = "→".join(str(ph.world_size) for ph in self.phases)
+        sizes = "→".join(
+            f"{ph.world_size}({ph.dp}x{ph.tp})" if ph.tp > 1 else str(ph.world_size)
+            for ph in self.phases
+        )
         cps = [
             f"{c.step}+{c.extra}" if c.extra else str(c.step)
             for ph in self.phases
@@ -256,6 +270,7 @@ def checkpoints_before_faults(
     world_size: int,
     canonical_replicas: int,
     mapping: str,
+    tp: int = 1,
 ) -> int | None:
     """How many checkpoints every rank completes before the first rank fault ends the launch.
 
@@ -265,9 +280,9 @@ def checkpoints_before_faults(
     """
     counts: list[int] = []
     for f in faults:
-        if not 0 <= f.rank < world_size or world_size > canonical_replicas:
+        if not 0 <= f.rank < world_size or world_size // tp > canonical_replicas:
             continue
-        per = max(1, len(lanes_of(f.rank, world_size, canonical_replicas, mapping)))
+        per = max(1, len(lanes_of(f.rank, world_size, canonical_replicas, mapping, tp)))
         marks = {c.step * per + min(c.extra, per) for c in checkpoints}
         counts.append(sum(1 for m in marks if m < f.at_step * per))
     return min(counts) if counts else None

@@ -9,7 +9,13 @@ generation, shrinking, polishing and loading a file all obey the rules written h
 
 Rules, per launch ``i`` (C: its canonical_replicas):
 
-* refusal: ``expect_failure`` exactly when Zephon refuses the launch: more ranks than C, or a
+* layout: ``world_size`` is ``dp`` data-parallel groups of ``tp`` ranks (``tp`` divides it);
+  lanes belong to DP groups, so Zephon's rules below count groups, not ranks. With ``tp`` > 1
+  (the downstream adapter's DP x TP layout) C is a multiple of ``dp``, as the adapter requires
+  (``ZephonDataLoader._validate_config``); normalising lowers ``tp`` to a divisor of the
+  world, and to 1 where C is not a multiple of the groups;
+* refusal: ``expect_failure`` exactly when Zephon refuses the launch: more DP groups than C
+  (``canonical_replicas ... must be >= dp_degree``, ``Engine._resolve_parallelism_params``), or a
   C other than that of the checkpoint it restores; such a launch takes no checkpoint,
   carries no fault and names the error it expects in ``expect_error`` (normalising: one
   step, and Zephon's own error);
@@ -29,6 +35,7 @@ Rules, per launch ``i`` (C: its canonical_replicas):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import astuple, dataclass, replace
 from enum import Enum
@@ -95,10 +102,21 @@ def is_finite(data: DataSpec) -> bool:
     return any(src.exhausted == "stop" for src in data.sources)
 
 
-def lanes_per_rank(world_size: int, canonical_replicas: int, mapping: str) -> list[int]:
+def lanes_per_rank(
+    world_size: int, canonical_replicas: int, mapping: str, tp: int = 1
+) -> list[int]:
     return [
-        max(1, len(lanes_of(r, world_size, canonical_replicas, mapping))) for r in range(world_size)
+        max(1, len(lanes_of(r, world_size, canonical_replicas, mapping, tp)))
+        for r in range(world_size)
     ]
+
+
+def laid_out_tp(world_size: int, tp: int, canonical_replicas: int) -> int:
+    """The tensor-parallel degree a launch can take: ``tp`` lowered to a divisor of the world,
+    and to 1 where the adapter would refuse C for its DP groups (a refusal keeps it)."""
+    t = math.gcd(world_size, max(1, tp))
+    dp = world_size // t
+    return 1 if t > 1 and dp <= canonical_replicas and canonical_replicas % dp else t
 
 
 def restored_c(s: Scenario, i: int) -> int | None:
@@ -112,7 +130,7 @@ def restored_c(s: Scenario, i: int) -> int | None:
 def refusal(s: Scenario, i: int) -> Refusal | None:
     """Why Zephon refuses launch ``i``, or None when it accepts it."""
     c = s.canonical_replicas(i)
-    if s.phases[i].world_size > c:
+    if s.phases[i].dp > c:  # Zephon counts DP groups against C, not ranks
         return Refusal.MORE_RANKS_THAN_LANES
     before = restored_c(s, i)
     if before is not None and before != c:
@@ -173,7 +191,11 @@ def cannot_run_dry(s: Scenario) -> bool:
 
 
 def collective(
-    checkpoints: Sequence[CheckpointAt], world_size: int, canonical_replicas: int, mapping: str
+    checkpoints: Sequence[CheckpointAt],
+    world_size: int,
+    canonical_replicas: int,
+    mapping: str,
+    tp: int = 1,
 ) -> tuple[CheckpointAt, ...]:
     """Checkpoints without those that fall on an earlier one's batch on some rank.
 
@@ -182,16 +204,21 @@ def collective(
     """
     kept: list[CheckpointAt] = []
     for c in sorted(set(checkpoints), key=astuple):
-        if _clash(kept, c, world_size, canonical_replicas, mapping) is None:
+        if _clash(kept, c, world_size, canonical_replicas, mapping, tp) is None:
             kept.append(c)
     return tuple(kept)
 
 
 def _clash(
-    earlier: Sequence[CheckpointAt], c: CheckpointAt, world: int, lanes: int, mapping: str
+    earlier: Sequence[CheckpointAt],
+    c: CheckpointAt,
+    world: int,
+    lanes: int,
+    mapping: str,
+    tp: int = 1,
 ) -> tuple[int, int] | None:
     """(index in ``earlier``, rank) of a checkpoint ``c`` shares a batch with, if any."""
-    for rank, per in enumerate(lanes_per_rank(world, lanes, mapping)):
+    for rank, per in enumerate(lanes_per_rank(world, lanes, mapping, tp)):
         marks = [e.step * per + min(e.extra, per) for e in earlier]
         mark = c.step * per + min(c.extra, per)
         if mark in marks:
@@ -204,7 +231,9 @@ def _clash(
 
 def violations(s: Scenario) -> list[Violation]:
     """Every rule ``s`` breaks, launch by launch (structure is ``Scenario.validate``'s)."""
-    out: list[Violation] = []
+    out: list[Violation] = [v for i in range(len(s.phases)) for v in _layout_violations(s, i)]
+    if out:  # the other rules count DP groups: they need whole ones
+        return out
     for i in range(len(s.phases)):
         out += _launch_violations(s, i)
     last = len(s.phases) - 1
@@ -237,6 +266,21 @@ def _launch_violations(s: Scenario, i: int) -> Iterator[Violation]:
     yield from _checkpoint_violations(s, i)
     yield from _rank_fault_violations(s, i)
     yield from _link_fault_violations(s, i)
+
+
+def _layout_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where, c = s.phases[i], f"phases[{i}]", s.canonical_replicas(i)
+    if ph.tp < 1 or ph.world_size % ph.tp:
+        yield Violation(
+            f"{where}.tp",
+            f"{ph.tp} must divide world_size {ph.world_size} (DP groups of tp ranks each)",
+        )
+    elif ph.tp > 1 and ph.dp <= c and c % ph.dp:
+        yield Violation(
+            f"{where}.tp",
+            f"with tp {ph.tp} the launch has {ph.dp} DP groups, and C={c} is not a multiple of "
+            "them, which the downstream adapter refuses; use tp 1 or a C that they divide",
+        )
 
 
 def _refused_violations(
@@ -285,11 +329,10 @@ def _checkpoint_violations(s: Scenario, i: int) -> Iterator[Violation]:
     order = sorted(range(len(ph.checkpoints)), key=lambda j: astuple(ph.checkpoints[j]))
     for k, j in enumerate(order):
         earlier = [ph.checkpoints[e] for e in order[:k]]
-        hit = _clash(
-            earlier, ph.checkpoints[j], ph.world_size, s.canonical_replicas(i), s.pipeline.mapping
-        )
+        c, mapping = s.canonical_replicas(i), s.pipeline.mapping
+        hit = _clash(earlier, ph.checkpoints[j], ph.world_size, c, mapping, ph.tp)
         if hit is not None:
-            per = lanes_per_rank(ph.world_size, s.canonical_replicas(i), s.pipeline.mapping)
+            per = lanes_per_rank(ph.world_size, c, mapping, ph.tp)
             yield Violation(
                 f"{where}.checkpoints[{j}]",
                 f"falls on the same batch as checkpoints[{order[hit[0]]}] on rank {hit[1]} "
@@ -375,7 +418,7 @@ def normalised(s: Scenario) -> Scenario:
 
     What cannot be derived (a bad enum, a world of 0 ranks) is left for ``validate`` to name.
     """
-    if not s.phases or any(ph.world_size < 1 or ph.steps < 0 for ph in s.phases):
+    if not s.phases or any(ph.world_size < 1 or ph.steps < 0 or ph.tp < 1 for ph in s.phases):
         return s
     done: list[Phase] = []
     for i in range(len(s.phases)):
@@ -386,6 +429,10 @@ def normalised(s: Scenario) -> Scenario:
 def _normalised_launch(s: Scenario, i: int) -> Phase:
     """Launch ``i`` of ``s`` (launches before it already normalised) made to obey the rules."""
     ph = s.phases[i]
+    tp = laid_out_tp(ph.world_size, ph.tp, s.canonical_replicas(i))
+    if tp != ph.tp:
+        ph = replace(ph, tp=tp)
+        s = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
     why = refusal(s, i)
     if why is not None:
         error = ph.expect_error if ph.expect_failure and why.value in ph.expect_error else why.value
@@ -413,6 +460,7 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
             ph.world_size,
             c,
             mapping,
+            ph.tp,
         ),
         rank_faults=()
         if finite

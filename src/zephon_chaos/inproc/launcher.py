@@ -222,15 +222,17 @@ class InprocLauncher:
                 world,
                 wspec.pipeline.canonical_replicas,
                 wspec.pipeline.mapping,
+                wspec.tp,
             ),
             faulted={f.rank for f in wspec.faults},
         )
         if wspec.faults:
             first = min(f.at_step for f in wspec.faults)
-            c, mapping = wspec.pipeline.canonical_replicas, wspec.pipeline.mapping
+            c, mapping, tp = wspec.pipeline.canonical_replicas, wspec.pipeline.mapping, wspec.tp
             for r in range(world):
-                if r not in group.faulted and world <= c:
-                    group.stop_at_batch[r] = first * max(1, len(lanes_of(r, world, c, mapping)))
+                if r not in group.faulted and world // tp <= c:
+                    per = max(1, len(lanes_of(r, world, c, mapping, tp)))
+                    group.stop_at_batch[r] = first * per
         router = _WarningRouter()
         children_before = _children()
         errors: dict[int, BaseException] = {}

@@ -6,6 +6,10 @@ lane. On window-boundary resumes, and on any resume that keeps the topology, the
 equal the reference exactly. After a mid-window checkpoint resumed on another world size
 Zephon documents a weaker contract: each lane gapless and duplicate-free, each window's
 multiset of samples equal.
+
+Under a DP x TP layout every rank of a DP group reads the group's lanes, so each lane's stream
+is read from one rank per group (``dp_groups.representatives``), never ``tp`` times; that the
+other ranks of the group read the same is ``dp_groups``' check.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from zephon_chaos.oracles.dp_groups import representatives
 from zephon_chaos.workload.records import RankRecord, SampleId
 
 LaneStreams = dict[int, list[list[SampleId]]]
@@ -24,6 +29,8 @@ class PhaseRecords:
     ranks: list[RankRecord]
     keep_before_checkpoint: int | None
     """Keep batches taken before this many checkpoints (None: keep all; the last phase)."""
+    tp: int = 1
+    """Ranks per DP group: the streams are read from each group's first rank."""
 
 
 @dataclass
@@ -64,10 +71,12 @@ class Verdict:
         return "\n".join(lines)
 
 
-def lane_streams(ranks: list[RankRecord], keep_before_checkpoint: int | None = None) -> LaneStreams:
-    """Per lane, the batches in the order their rank consumed them."""
+def lane_streams(
+    ranks: list[RankRecord], keep_before_checkpoint: int | None = None, tp: int = 1
+) -> LaneStreams:
+    """Per lane, the batches in the order their rank (one of each DP group) consumed them."""
     streams: LaneStreams = {}
-    for rec in ranks:
+    for rec in representatives(ranks, tp):
         for b in rec.batches:
             if (
                 keep_before_checkpoint is not None
@@ -82,7 +91,7 @@ def assemble(phases: list[PhaseRecords]) -> LaneStreams:
     """Concatenate each lane's kept batches across phases."""
     out: LaneStreams = {}
     for ph in phases:
-        for lane, batches in lane_streams(ph.ranks, ph.keep_before_checkpoint).items():
+        for lane, batches in lane_streams(ph.ranks, ph.keep_before_checkpoint, ph.tp).items():
             out.setdefault(lane, []).extend(batches)
     return out
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.lanes import dp_degree, dp_group
 from zephon_chaos.workload.spec import DataSpec, PipelineSpec, SourceSpec
 
 
@@ -56,7 +57,10 @@ def build_pipeline(
     data_dir: str | None = None,
     aggregate_store: str | None = None,
     aggregate_dir: str | None = None,
+    tp: int = 1,
 ) -> Any:
+    """``tp`` > 1: DP groups of ``tp`` ranks, passed as the downstream adapter passes them
+    (``dp_degree`` the DP size, ``dp_group_id`` the DP rank); 1 leaves Zephon's 1D defaults."""
     from zephon import MixtureSpec, Pipeline, StaticMixtureWorkSource
 
     datasets = [_dataset(src, data_dir) for src in data.sources]
@@ -83,6 +87,9 @@ def build_pipeline(
         "prefetch_batches": pipeline.prefetch_batches,
         "shutdown_mode": pipeline.shutdown_mode,
     }
+    if tp > 1:
+        options["dp_degree"] = dp_degree(world_size, tp)
+        options["dp_group_id"] = dp_group(rank, tp)
     if pipeline.runner == "process":
         options["max_workers"] = 2
     if aggregate_store is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zephon_chaos.lanes import lanes_of
+from zephon_chaos.lanes import dp_group, lanes_of
 from zephon_chaos.workload import persist
 from zephon_chaos.workload.data import build_pipeline
 from zephon_chaos.workload.plants import Plant
@@ -205,7 +205,9 @@ def run_rank(
     began = time.monotonic()
     hooks = hooks or RankHooks()
     out = RecordWriter(spec.out_dir, rank)
-    lanes = lanes_of(rank, world, spec.pipeline.canonical_replicas, spec.pipeline.mapping)
+    lanes = lanes_of(
+        rank, world, spec.pipeline.canonical_replicas, spec.pipeline.mapping, spec.tp
+    )
     store, agg_dir = _aggregation(spec)
     if store == "torch://":
         store = default_store
@@ -219,6 +221,7 @@ def run_rank(
         data_dir=spec.data_dir,
         aggregate_store=store,
         aggregate_dir=agg_dir,
+        tp=spec.tp,
     )
     restored: dict[str, Any] | None = None
     timing: dict[str, float] = {}  # monotonic (system-wide): comparable across a host's ranks
@@ -232,6 +235,8 @@ def run_rank(
         rank=rank,
         world=world,
         lanes=lanes,
+        tp=spec.tp,
+        dp_group=dp_group(rank, spec.tp),
         pid=os.getpid(),
         restored=spec.restore_from,
         started_at=time.monotonic(),

@@ -67,6 +67,8 @@ class RankRecord:
     rank: int
     world_size: int = 0
     lanes: list[int] = field(default_factory=list)
+    tp: int = 1
+    """Ranks of this rank's DP group (its ``tp``); they read the same lanes."""
     restored: bool = False
     batches: list[Batch] = field(default_factory=list)
     checkpoints: list[CheckpointEvent] = field(default_factory=list)
@@ -94,6 +96,7 @@ def read_rank(out_dir: Path | str, rank: int) -> RankRecord:
         kind = ev.get("kind")
         if kind == "start":
             rec.world_size, rec.lanes = ev["world"], ev["lanes"]
+            rec.tp = ev.get("tp", 1)
             rec.restored = ev.get("restored") is not None
             rec.restore_at, rec.restore_s = ev.get("restore_at"), ev.get("restore_s")
         elif kind == "batch":

@@ -173,6 +173,9 @@ class WorkloadSpec:
     checkpoint an earlier attempt persisted."""
     pg_timeout_s: float | None = None
     """Process-group timeout (gloo collectives); None keeps torch's default."""
+    tp: int = 1
+    """Tensor-parallel ranks per data-parallel group: Zephon gets ``dp_degree`` world / tp and
+    ``dp_group_id`` rank // tp, as the downstream adapter passes them (``lanes.dp_group``)."""
     version: int = SPEC_VERSION
 
     def to_json(self) -> str:
