@@ -20,7 +20,11 @@ import pytest
 from hypothesis import Phase as HypothesisPhase
 from hypothesis import given, settings
 
-from zephon_chaos.explore.known import CHECKPOINT_AFTER_RESTORE, MTP_WARNING_STAYS_IN_CHILD
+from zephon_chaos.explore.known import (
+    CHECKPOINT_AFTER_RESTORE,
+    MTP_WARNING_STAYS_IN_CHILD,
+    STRING_KEY_ZERO_CID_RESTORE,
+)
 from zephon_chaos.explore.property import ScenarioProperty
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
@@ -176,3 +180,39 @@ def test_a_mid_window_checkpoint_inline_warns_the_caller(tmp_path: Path) -> None
     """The control for the xfail above."""
     caught = _mid_window_checkpoint_warnings(tmp_path, "inline")
     assert any("Checkpoint taken mid-window" in w for w in caught), caught
+
+
+def _string_keyed(checkpoint: CheckpointAt, persist_format: str = "pickle") -> Scenario:
+    """C=2 over one launch and its relaunch; the keys become strings through the json codec
+    (a round over two ranks) or through plain JSON persistence (one rank)."""
+    world, serializer = (2, "json") if persist_format == "pickle" else (1, "msgpack")
+    return Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2, aggregate_serializer=serializer),
+        phases=(Phase(world, 1, (checkpoint,)), Phase(world, 1)),
+        persist_format=persist_format,
+        name="string-keyed-restore",
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=f"known Zephon defect {STRING_KEY_ZERO_CID_RESTORE.id}: "
+    f"{STRING_KEY_ZERO_CID_RESTORE.summary}. Evidence: {STRING_KEY_ZERO_CID_RESTORE.evidence}",
+)
+@pytest.mark.parametrize(
+    "persist_format", ["pickle", "plain_json"], ids=["json-codec", "plain-json"]
+)
+def test_a_string_keyed_checkpoint_before_the_first_batch_restores(
+    inproc: InprocScenarioRunner, persist_format: str
+) -> None:
+    outcome = inproc.run(_string_keyed(CheckpointAt(0), persist_format))
+    assert outcome.ok, outcome.report()
+
+
+def test_a_string_keyed_checkpoint_after_every_lane_drew_restores(
+    inproc: InprocScenarioRunner,
+) -> None:
+    """The control for the xfail above: one global step later every lane's next chunk id is
+    1, and the json codec's string keys restore."""
+    outcome = inproc.run(_string_keyed(CheckpointAt(1)))
+    assert outcome.ok, outcome.report()
