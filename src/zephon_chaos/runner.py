@@ -7,6 +7,7 @@ records → oracles → outcome.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -186,6 +187,15 @@ class ScenarioRunner:
     def close_store(self, host: Any) -> None:
         host.close()
 
+    def open_store_process(self, work: Path) -> Any:
+        """The explicit store in a process of its own, for a scenario that faults it."""
+        from zephon_chaos.launch.store_process import StoreProcess
+
+        return StoreProcess(deadline_s=4 * self.deadline_s, pid_file=work / "store.pids")
+
+    _launch_restarts: int = 0
+    """torchrun ``--max-restarts`` of the launch being started (``Phase.max_restarts``)."""
+
     def open_proxy_faults(self) -> Any:
         """A Toxiproxy session for the scenario's proxy-faulted phases (closed at its end)."""
         from zephon_chaos.faults.scenario_proxy import ProxyFaultSession
@@ -208,6 +218,7 @@ class ScenarioRunner:
                 path=path,  # type: ignore[arg-type]
                 deadline_s=self._deadline(),
                 name=name,
+                max_restarts=self._launch_restarts,
             )
         )
 
@@ -223,6 +234,7 @@ class ScenarioRunner:
         if reference is None:
             return outcome
         track = _Resume(resumes=outcome.resumes)
+        watching = contextlib.ExitStack()  # a hosted-store fault's watcher, per launch
         store_host = None
         proxy_faults = None
         try:
@@ -235,15 +247,36 @@ class ScenarioRunner:
                     spec = replace(spec, aggregate_dir=str(out / "aggregate"))
                 elif scenario.pipeline.aggregation == "store_explicit":
                     if store_host is None:
-                        store_host = self.open_store()
+                        faults = any(ph.store_faults for ph in scenario.phases)
+                        store_host = self.open_store_process(work) if faults else self.open_store()
+                    elif not getattr(store_host, "serving", True):
+                        store_host.restart()  # killed by the last launch's fault: empty again
                     spec = replace(spec, store_uri=f"torch://{store_host.endpoint}")
                 faulted = None
+                stored = None
+                if phase.store_faults:
+                    from zephon_chaos.faults.hosted_store import StoreFaultLaunch
+
+                    timeout_s = spec.pipeline.aggregate_timeout_s
+                    stored = StoreFaultLaunch(phase.store_faults[0], store_host, timeout_s)
+                    spec = stored.prepare(spec)
+                    watching.enter_context(stored.watching(self._deadline()))
+                if phase.max_restarts:
+                    spec = replace(spec, resume_on_restart=True)
+                self._launch_restarts = phase.max_restarts
                 if phase.proxy_faults:
                     proxy_faults = proxy_faults or self.open_proxy_faults()
                     spec, faulted = proxy_faults.prepare(spec, phase.proxy_faults, phase.world_size)
                 result = self._launch(
                     f"s{self._count}-phase{i}", spec, phase.world_size, phase.launch, phase.hosts
                 )
+                watching.close()
+                self._launch_restarts = 0
+                if phase.max_restarts and phase.rank_faults:
+                    # torchrun restarted the workers: attempt 0 up to the checkpoint attempt 1
+                    # resumed is kept, and attempt 1 is judged as the launch from here on.
+                    out, spec = restarted_attempt(scenario, i, spec, result, track, outcome)
+                    phase = replace(phase, rank_faults=())
                 records = track.cumulative(read_phase(out, phase.world_size))
                 outcome.problems += [
                     f"phase {i}: {p}" for p in dp_oracle.problems(records, phase.tp)
@@ -261,6 +294,15 @@ class ScenarioRunner:
                     outcome.harness_problems += undescribed
                     continue
                 track.resumed(i, phase.world_size, phase.tp)
+                if stored is not None:
+                    run.fault = stored
+                    outcome.problems += stored.judge(run)
+                    if not result.ok:
+                        # Failed by the store's fault: the next launch (against the same
+                        # store, restarted empty if it was killed) restores the last survivor.
+                        if run.restore_index is not None:
+                            track.keep(run, run.restore_index)
+                        continue
                 if faulted is not None:
                     run.fault = faulted
                     outcome.problems += proxy_faults.judge(faulted, run)
@@ -290,6 +332,7 @@ class ScenarioRunner:
                     return outcome
                 track.keep(run, index)
         finally:
+            watching.close()
             if store_host is not None:
                 self.close_store(store_host)
             if proxy_faults is not None:
@@ -455,3 +498,62 @@ def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) ->
     if not problems and not Path(run.spec.checkpoint_path(index)).exists():  # dcp: a folder
         problems.append(f"phase {i}: rank 0 persisted no checkpoint {index} before the fault")
     return problems
+
+
+def restarted_attempt(
+    scenario: Scenario,
+    i: int,
+    spec: WorkloadSpec,
+    result: GroupResult,
+    track: _Resume,
+    outcome: ScenarioOutcome,
+) -> tuple[Path, WorkloadSpec]:
+    """Judge attempt 0 of a launch torchrun restarted and keep its batches up to the
+    checkpoint attempt 1 resumed; return the folder and spec of the last attempt.
+
+    Attempt 0's rank fault must have fired, its checkpoints before the fault completed and
+    persisted (``faults.restart.latest_checkpoint`` is what attempt 1 restores), and every
+    rank of attempt 1 must have restored that one.
+    """
+    from zephon_chaos.faults.restart import attempt_dir
+
+    phase, out = scenario.phases[i], Path(spec.out_dir)
+    c = scenario.canonical_replicas(i)
+    records = track.cumulative(read_phase(out, phase.world_size))
+    run0 = PhaseRun(i, phase, spec, result, records, ckpt_oracle.check(records, c))
+    where = f"phase {i}"
+    if not any(ev.get("kind") == "fault" for rec in records for ev in rec.events):
+        outcome.problems.append(f"{where}: attempt 0's rank fault never fired")
+    attempts = sorted(
+        int(p.name.removeprefix("restart"))
+        for p in out.glob("restart*")
+        if p.name.removeprefix("restart").isdigit()
+    )
+    if not attempts:
+        outcome.problems.append(f"{where}: torchrun restarted no worker: {result.summary()}")
+        return out, spec
+    kept = scenario.restart_kept(i)
+    marks = sorted({(cp.step, cp.extra) for cp in phase.checkpoints})
+    index = None if kept is None else marks.index((kept.step, kept.extra))
+    expected_restore = spec.restore_from
+    if index is not None:
+        facts = {f.index: f for f in run0.checkpoints.facts}
+        for j in range(index + 1):
+            f = facts.get(j)
+            if f is None or f.failed or 0 not in f.ok_ranks:
+                outcome.problems.append(
+                    f"{where}: checkpoint {j} of attempt 0, due before the fault, did not complete"
+                )
+                return out, spec
+        track.resumed(i, phase.world_size)
+        track.keep(run0, index)
+        expected_restore = str(spec.checkpoint_path(index))
+    last = attempts[-1]
+    later = replace(spec, out_dir=str(attempt_dir(out, last)), restore_from=expected_restore)
+    restored = {rec.restored for rec in read_phase(attempt_dir(out, last), phase.world_size)}
+    if restored != {expected_restore}:
+        outcome.problems.append(
+            f"{where}: attempt {last} restored {sorted(map(str, restored))}, not the latest "
+            f"checkpoint attempt 0 persisted ({expected_restore})"
+        )
+    return attempt_dir(out, last), later

@@ -58,6 +58,26 @@ class ProxyFault:
 
 
 @dataclass(frozen=True)
+class StoreFault:
+    """A fault of the harness-hosted store (aggregation ``store_explicit``) at a round point.
+
+    ``action`` (``STORE_ACTIONS``): ``sigstop`` stalls the store process for ``stall_s``, then
+    SIGCONT; ``kill`` ends it (the next launch gets an empty one on the same port);
+    ``restart`` replaces it at once by an empty store on the same port. ``at``: a round point
+    (``announce``, ``shard#2``, ...), seen by the interposer of the rank that writes it (the
+    leader; a follower for ``ack``), which waits while the harness acts.
+    """
+
+    action: str
+    at: str = "announce"
+    stall_s: float = 1.0
+
+
+STORE_ACTIONS: tuple[str, ...] = ("restart", "kill", "sigstop")
+"""Hosted-store faults, simplest first: an empty store at once, a store gone, a stalled one."""
+
+
+@dataclass(frozen=True)
 class Phase:
     world_size: int
     steps: int
@@ -65,6 +85,11 @@ class Phase:
     launch: LaunchPath = "standalone"
     rank_faults: tuple[RankFault, ...] = ()
     proxy_faults: tuple[ProxyFault, ...] = ()
+    store_faults: tuple[StoreFault, ...] = ()
+    """Faults of the harness-hosted store (``StoreFault``), which outlives the launches."""
+    max_restarts: int = 0
+    """torchrun ``--max-restarts``: with a rank fault (attempt 0 only) the agent restarts
+    every worker, and attempt 1 resumes the latest checkpoint attempt 0 persisted."""
     expect_failure: bool = False
     expect_error: str = ""
     """With ``expect_failure``: a fragment the first failing rank's error must contain."""
@@ -168,7 +193,7 @@ class Scenario:
         if ph.expect_failure or ph.dp > self.canonical_replicas(i):
             return None
         done = len({astuple(cp) for cp in ph.checkpoints})
-        if ph.rank_faults:
+        if ph.rank_faults and not ph.max_restarts:
             before = checkpoints_before_faults(
                 ph.checkpoints,
                 ph.rank_faults,
@@ -189,11 +214,30 @@ class Scenario:
     def reference_steps(self) -> int:
         """Global steps an uninterrupted run needs to cover every lane of this scenario."""
         total = 0
-        for ph in self.phases[:-1]:
+        for i, ph in enumerate(self.phases):
+            kept = self.restart_kept(i)
+            if kept is not None:  # attempt 0's batches up to the checkpoint attempt 1 resumed
+                total += kept.step + (1 if kept.extra else 0)
             rp = ph.restore_point
-            if rp is not None:
+            if rp is not None and i < len(self.phases) - 1:
                 total += rp.step + (1 if rp.extra else 0)
         return total + self.phases[-1].steps
+
+    def restart_kept(self, i: int) -> CheckpointAt | None:
+        """Of a launch torchrun restarts (``max_restarts``): the checkpoint its attempt 0
+        persisted last before the rank fault, which attempt 1 resumes (None: none)."""
+        ph = self.phases[i]
+        if not (ph.max_restarts and ph.rank_faults) or ph.expect_failure:
+            return None
+        before = checkpoints_before_faults(
+            ph.checkpoints,
+            ph.rank_faults,
+            ph.world_size,
+            self.canonical_replicas(i),
+            self.pipeline.mapping,
+        )
+        marks = sorted({astuple(cp) for cp in ph.checkpoints})
+        return CheckpointAt(*marks[before - 1]) if before else None
 
     @property
     def max_world_size(self) -> int:
@@ -209,7 +253,10 @@ class Scenario:
             for ph in self.phases
             for c in ph.checkpoints
         ]
-        faults = sum(len(ph.rank_faults) + len(ph.proxy_faults) for ph in self.phases)
+        faults = sum(
+            len(ph.rank_faults) + len(ph.proxy_faults) + len(ph.store_faults)
+            for ph in self.phases
+        )
         return (
             f"{self.name}: G {sizes}, C={self.pipeline.canonical_replicas} "
             f"({self.pipeline.mapping}), {self.pipeline.aggregation}, {self.persist_format}, "
@@ -343,6 +390,7 @@ def _phase_from(raw: Any, where: str) -> Phase:
         "checkpoints": CheckpointAt,
         "rank_faults": RankFault,
         "proxy_faults": ProxyFault,
+        "store_faults": StoreFault,
     }
     kwargs: dict[str, Any] = {}
     for key, cls in nested.items():

@@ -38,6 +38,7 @@ SCHEME = "chaos"
 ACTIONS: dict[str, str] = {
     "event": "record the event only (an observer)",
     "hold": "block the caller until the harness releases it (or the hold times out)",
+    "await": "as hold, while the harness acts elsewhere (the hosted store); no stall of the rank",
     "drop": "do not forward the write, and report it done (a lost write: a lost ack)",
     "cut": "disable this rank's own store proxy through the Toxiproxy API",
     "toxic": "add a toxic to this rank's own store proxy through the Toxiproxy API",
@@ -292,7 +293,7 @@ def _make_store_class() -> type:
                 _signal_action(action)
                 self.log.write("resumed", **fired)
                 return
-            if action == "hold":
+            if action in ("hold", "await"):
                 self.log.write("held", sync=True, **fired)
                 how = "unreachable"
                 if self.plan.control is not None:
