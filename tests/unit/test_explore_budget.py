@@ -204,18 +204,21 @@ def test_a_summary_json_of_another_version_is_refused_naming_it(tmp_path: Path) 
 
 
 class ThreadsForTorchrun:
-    """Stands in for the torchrun runner with rank threads (what it ran is recorded), so the
-    planted defect's finding is a torchrun finding found in seconds."""
+    """Stands in for the torchrun runner with rank threads, so the planted defect's finding
+    is a torchrun finding found in seconds; records what it ran, its signature, and what the
+    explorer's clock charged meanwhile."""
 
     def __init__(self, root: Path, passes: Callable[[Scenario], bool] = lambda s: False) -> None:
         self.runner = inproc_runner(root)
-        self.ran: list[tuple[Scenario, str | None]] = []
+        self.ran: list[tuple[Scenario, str | None, Activity | None]] = []
         self.passes = passes
+        self.activity: Callable[[], Activity | None] = lambda: None
         run = self.runner.run
 
         def recording(scenario: Scenario) -> ScenarioOutcome:
+            activity = self.activity()
             outcome = ScenarioOutcome(scenario, None) if self.passes(scenario) else run(scenario)
-            self.ran.append((scenario, signature(outcome)))
+            self.ran.append((scenario, signature(outcome), activity))
             return outcome
 
         self.runner.run = recording  # type: ignore[method-assign]
@@ -247,6 +250,7 @@ def _planted_search(
         )
     )
     explorer.runners["torchrun"] = torchrun.runner
+    torchrun.activity = lambda: explorer._clock.activity
     explorer.run()
     return explorer
 
@@ -262,17 +266,46 @@ def test_a_torchrun_finding_that_replays_in_process_is_shrunk_there_then_confirm
     minimal = finding.scenario
     assert [ph.world_size for ph in minimal.phases] == [1, 2], minimal.summary()
     assert minimal.pipeline.canonical_replicas == 2
-    assert stats.shrunk_in_process == 1
-    # Shrinking ran in process; torchrun ran the minimal scenario to confirm it (once after
-    # shrinking, then the confirmation reruns), and no shrinking candidate: after the first
-    # sighting it ran only minimal scenarios of findings.
+    assert stats.shrunk_in_process >= 1
+    # Shrinking ran in process only (every scenario here is expressible there); torchrun ran
+    # the minimal scenario to confirm it: once after shrinking, then the two reruns.
     assert stats.in_process_runs > 10
-    first = next(i for i, (_, sig) in enumerate(torchrun.ran) if sig == PLANT_SIGNATURE)
-    after = [s for s, _ in torchrun.ran[first + 1 :]]
-    assert sum(s == minimal for s in after) == 1 + 2, [s.summary() for s in after]
-    finals = [f.scenario for f in explorer.result.findings]
-    assert all(s in finals for s in after), [s.summary() for s in after]
+    assert [a for _, _, a in torchrun.ran if a is Activity.SHRINK] == []
+    confirmed = [sig for s, sig, a in torchrun.ran if s == minimal and a is Activity.CONFIRM]
+    assert confirmed == [PLANT_SIGNATURE] * 3, confirmed
     assert finding.label == "reproducible"
+
+
+def test_a_minimum_found_in_process_that_passes_on_torchrun_goes_back_to_torchrun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planted defect's true minimum passes on this 'torchrun': the finding keeps a
+    scenario that fails there, shrunk on torchrun."""
+
+    def true_minimum(s: Scenario) -> bool:
+        return [ph.world_size for ph in s.phases] == [1, 2] and (
+            s.pipeline.canonical_replicas == 2
+        )
+
+    torchrun = ThreadsForTorchrun(tmp_path / "torchrun", passes=true_minimum)
+    explorer = _planted_search(tmp_path, monkeypatch, torchrun)
+    finding = next(f for f in explorer.result.findings if f.signature == PLANT_SIGNATURE)
+    notes = explorer.result.notes
+    assert finding.shrunk_s is not None
+    if finding.tier == "torchrun":
+        # First seen on torchrun: back to its smallest torchrun failure, shrunk on torchrun.
+        assert finding.shrunk_on == "torchrun"
+        assert not true_minimum(finding.scenario), finding.scenario.summary()
+        assert any(s == finding.scenario and sig == PLANT_SIGNATURE for s, sig, _ in torchrun.ran)
+        assert any(f"{PLANT_SIGNATURE}: its minimal scenario shrunk in process did not fail "
+                   "alike on torchrun (passed)" in n for n in notes), notes
+        assert any(a is Activity.SHRINK for _, _, a in torchrun.ran)
+    else:
+        # First seen in process while another finding shrank there: no torchrun failure of
+        # its own to go back to, so it is reported as what it is, an in-process finding.
+        assert (finding.tier, finding.shrunk_on) == ("inproc", "inproc")
+        assert true_minimum(finding.scenario), finding.scenario.summary()
+        assert any(f"{PLANT_SIGNATURE}: first seen in process" in n for n in notes), notes
 
 
 # ---- the benchmark -------------------------------------------------------------------------

@@ -103,6 +103,7 @@ class RouteCheck(enum.Enum):
 
     CONFIRMED = "fails alike"
     REFUTED = "does not fail alike"
+    IN_PROCESS_ONLY = "first seen in process, and fails alike only there"
     NOT_RUN = "not run (out of time)"
 
 
@@ -583,10 +584,11 @@ class Explorer:
 
     def _confirm_route(self, sig: str, stats: TierStats) -> RouteCheck:
         """Rerun a finding shrunk in process on its own tier; if it does not fail alike there,
-        go back to its smallest scenario that did, and shrink on that tier from then on."""
+        go back to its smallest scenario that did, and shrink on that tier from then on. One
+        first seen in process (while another shrank there) has none: it is an in-process
+        finding then."""
         finding = self.findings[sig]
-        if sig not in self._tier_best:
-            return RouteCheck.CONFIRMED  # confirmed already, and shrunk in process since
+        route = self._routes[sig]
         assert self.progress is not None
         self.progress.phase = f"confirming {sig} on {finding.tier}"
         with self._clock.during(stats, Activity.CONFIRM):
@@ -595,11 +597,20 @@ class Explorer:
             )
         if not judged.ran:
             return RouteCheck.NOT_RUN
+        self._routes[sig] = finding.tier  # its shrinking in process is over
+        best = self._tier_best.pop(sig, None)
         if judged.sig == sig:
-            self._tier_best.pop(sig, None)
             stats.shrunk_in_process += 1
             return RouteCheck.CONFIRMED
-        scenario, report = self._tier_best.pop(sig)
+        if best is None:
+            self.result.notes.append(
+                f"{sig}: first seen in process while another finding shrank there; its "
+                f"minimal scenario on {finding.tier}: {judged.sig or 'passed'}, so it is "
+                "reported as an in-process finding"
+            )
+            self._routes[sig] = finding.tier = route
+            return RouteCheck.IN_PROCESS_ONLY
+        scenario, report = best
         if finding.outcome is not None:
             discard(finding.outcome)
             finding.outcome = None
@@ -615,8 +626,7 @@ class Explorer:
         """At the end of a search: findings shrunk in process but unfinished are confirmed on
         their own tier too, so the scenario reported is one that fails there."""
         for sig in [s for s, route in self._routes.items() if route != self.findings[s].tier]:
-            if sig in self._tier_best:
-                self._confirm_route(sig, stats)
+            self._confirm_route(sig, stats)
 
     # ---- running one scenario ------------------------------------------------------------
     def _stats(self, tier: str) -> TierStats:
@@ -682,18 +692,27 @@ class Explorer:
             return Judged(ran=True)
         finding = self.findings.get(sig)
         if finding is None:
-            self.findings[sig] = Finding(
+            self.findings[sig] = finding = Finding(
                 signature=sig,
-                tier=tier,
+                tier=stats.tier,
                 scenario=scenario,
                 report=evidence(outcome),
                 first_seen_s=time.monotonic() - self._started,
                 outcome=outcome,
             )
+            if tier != stats.tier:
+                # First seen in process while a finding of this search shrank there: a finding
+                # of the search's tier, shrunk in process and then confirmed like the other.
+                self._routes[sig] = finding.shrunk_on = tier
             self.progress.findings = len(self.findings)
             self.progress.note(f"finding: {sig} in {scenario.summary()} (shrinking)")
+        elif tier != finding.tier and self._routes.get(sig) != tier:
+            finding.seen += 1  # seen on another tier: it keeps a scenario its own tier failed
+            discard(outcome)
         elif not finding.offer(scenario, outcome):
             discard(outcome)
+        elif tier == finding.tier and sig in self._tier_best:
+            self._tier_best[sig] = (scenario, finding.report)  # smaller, and failed on its tier
         return Judged(ran=True, sig=sig)
 
     def _harness_error(self, tier: str, scenario: Scenario, exc: Exception) -> str:
