@@ -98,14 +98,18 @@ def hosted_store() -> Iterator[tuple[str, int]]:
 
 
 def _pipelines(
-    cell: Cell, endpoint: tuple[str, int] | None, agg_dir: Path | None, run_id: str
+    cell: Cell,
+    endpoint: tuple[str, int] | None,
+    agg_dir: Path | None,
+    run_id: str,
+    lanes: int = CANONICAL_REPLICAS,
 ) -> list[Any]:
     from zephon_chaos.workload.data import build_pipeline
     from zephon_chaos.workload.spec import DataSpec, PipelineSpec
 
     data = DataSpec()
     spec = PipelineSpec(
-        canonical_replicas=CANONICAL_REPLICAS, run_id=run_id, aggregate_timeout_s=ROUND_TIMEOUT_S
+        canonical_replicas=lanes, run_id=run_id, aggregate_timeout_s=ROUND_TIMEOUT_S
     )
     store = f"{SCHEME}://{endpoint[0]}:{endpoint[1]}" if endpoint else None
     return [
@@ -206,9 +210,17 @@ def _encoded_size(ckpt: dict[str, Any]) -> int:
 
 
 def measure_cell(
-    cell: Cell, reps: int, via: LatencyVia, endpoint: tuple[str, int], tag: str
+    cell: Cell,
+    reps: int,
+    via: LatencyVia,
+    endpoint: tuple[str, int],
+    tag: str,
+    lanes: int = CANONICAL_REPLICAS,
 ) -> CellResult:
-    """One warm-up round (connections, first encode), then ``reps`` measured rounds."""
+    """One warm-up round (connections, first encode), then ``reps`` measured rounds.
+
+    ``lanes`` (canonical replicas, a multiple of the world size) beyond 16 lets worlds past 16
+    run; the grid keeps 16."""
     register()
     result = CellResult(cell, via="none" if cell.mode == "dir" else via)
     workdir = Path(tempfile.mkdtemp(prefix="zc-bench-agg-"))
@@ -217,7 +229,11 @@ def measure_cell(
             result.via = path.via if cell.mode == "store" else "none"
             agg_dir = workdir / "aggregate" if cell.mode == "dir" else None
             pipes = _pipelines(
-                cell, (path.host, path.port) if cell.mode == "store" else None, agg_dir, tag
+                cell,
+                (path.host, path.port) if cell.mode == "store" else None,
+                agg_dir,
+                tag,
+                lanes,
             )
             wire = [path.wire_bytes()]
 
@@ -229,7 +245,7 @@ def measure_cell(
                     result.samples.append(Sample(cell, index, wall_s, counts, delta, state))
 
             try:
-                run_rounds(pipes, reps + 1, on_round)
+                run_rounds(pipes, reps + 1, on_round, lanes=lanes)
             finally:
                 release(pipes)
     except BenchError as exc:

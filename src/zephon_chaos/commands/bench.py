@@ -52,11 +52,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--max-seconds", type=float, metavar="S",
                    help="stop starting new cells after this long (the rest is listed as skipped)")
     p.add_argument("--no-plots", action="store_true", help="write the CSV files only")
+    p.add_argument("--project", action="store_true",
+                   help="instead of the grid: measure the TCPStore's capacity, validate the "
+                   "round's model against bench rounds, and project it to 256-16,384 ranks "
+                   "(capacity.csv, validation.csv/.md, projection.csv/.md/.png)")
+    p.add_argument("--capacity-connections", type=_ints, metavar="N,..",
+                   help="with --project: concurrent client connections per capacity point")
+    p.add_argument("--capacity-seconds", type=float, metavar="S",
+                   help="with --project: the window of one capacity point")
+    p.add_argument("--project-worlds", type=_ints, metavar="W,..",
+                   help="with --project: projected world sizes (default 256..16384)")
+    p.add_argument("--project-latencies", type=_floats, metavar="MS,..",
+                   help="with --project: projected one-way latencies, ms (default 0.1,1,10)")
+    p.add_argument("--fs-ops-per-s", type=float, metavar="N",
+                   help="with --project: the shared filesystem's metadata capacity")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.bench != "aggregation":
         raise UsageError(f"unknown bench {args.bench!r}; choose one of {', '.join(SUBCOMMANDS)}")
+    if args.project:
+        return _run_project(args)
     from zephon_chaos.bench.grid import GridConfig, run_grid
     from zephon_chaos.bench.report import NOTE, plot, table, write_csv
 
@@ -109,3 +125,62 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {problem}")
     print(f"\nwrote {', '.join(str(f) for f in files)} in {time.monotonic() - began:.0f} s")
     return 1 if result.errors else 0
+
+
+def project_config(args: argparse.Namespace) -> object:
+    """The ``--project`` run the options name; a ``UsageError`` for a bad one."""
+    from zephon_chaos.bench.project_run import ProjectRun
+
+    cfg = ProjectRun(plots=not args.no_plots)
+    if args.capacity_connections is not None:
+        cfg.capacity.connections = args.capacity_connections
+    if args.capacity_seconds is not None:
+        cfg.capacity.duration_s = args.capacity_seconds
+    if args.worlds is not None:
+        cfg.validation.worlds = args.worlds
+    if args.latencies is not None:
+        cfg.validation.latencies_ms = args.latencies
+    if args.reps is not None:
+        cfg.validation.reps = args.reps
+    if args.modes is not None:
+        cfg.validation.dir_cells = "dir" in args.modes
+    if args.latency_via is not None:
+        cfg.validation.via = args.latency_via
+    if args.project_worlds is not None:
+        cfg.projection.worlds = args.project_worlds
+    if args.project_latencies is not None:
+        cfg.projection.one_way_ms = args.project_latencies
+    if args.fs_ops_per_s is not None:
+        cfg.projection.fs_ops_per_s = args.fs_ops_per_s
+    problems = []
+    for part in (cfg.capacity, cfg.validation):
+        try:
+            part.validate()  # type: ignore[attr-defined]
+        except ValueError as exc:
+            problems.append(str(exc))
+    if not cfg.projection.worlds or any(w < 2 for w in cfg.projection.worlds):
+        problems.append(f"projected worlds must be 2 or more, got {cfg.projection.worlds}")
+    if any(not 0 <= x <= 1000 for x in cfg.projection.one_way_ms):
+        problems.append("projected latencies must be 0..1000 ms")
+    if cfg.projection.fs_ops_per_s <= 0:
+        problems.append("the filesystem's capacity must be positive")
+    if problems:
+        raise UsageError("; ".join(problems))
+    return cfg
+
+
+def _run_project(args: argparse.Namespace) -> int:
+    from zephon_chaos.bench.project_run import ProjectRun, run_project
+
+    cfg = project_config(args)
+    assert isinstance(cfg, ProjectRun)
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} exists and is not a directory; name a directory")
+    began = time.monotonic()
+    result = run_project(cfg, args.out)
+    print()
+    print((args.out / "validation.md").read_text())
+    print((args.out / "projection.md").read_text())
+    print(f"wrote {', '.join(str(f) for f in result.files)} in {time.monotonic() - began:.0f} s")
+    failed = [c for c in result.comparisons if c.error]
+    return 1 if failed else 0

@@ -1,0 +1,306 @@
+"""A checkpoint round's time, from its operations, the store's capacity and the round trip.
+
+Pure functions of explicit parameters (no I/O, no clock). The round is Zephon 0.2's
+``RoundCoordinator`` (``zephon/_internal/coordination.py``: ``_lead``, ``_follow``,
+``_wait_for_acks``) over ``KVCoordinator`` (``torch://``) or ``FileCoordinator``
+(``aggregate_dir``). The model follows the leader's critical path phase by phase:
+
+1. **join**: followers read the announcement and publish a shard (+ one-way ``set``/
+   ``append``); the server serves the whole burst of followers' requests in turn;
+2. **discover**: the leader polls the participants key every ``poll_s`` (10 ms,
+   ``TorchKVStore.poll_interval_s``; no backoff); on average it finds the last shard half a
+   poll period late, then reads the shards (check + multi_get) and decodes them;
+3. **merge**: two deletes (close), merge and encode, ``compare_set`` of the outcome;
+4. **acks**: followers, woken by their native ``wait``, read the outcome twice (``get`` in
+   ``_wait_for_outcome``, again in ``_read_result``), decode it, delete their shard and
+   ``set`` an ack; the leader polls: one batched ``check`` of all pending acks, and when it
+   fails one ``check`` *per pending ack* (``KVCoordinator._acknowledged``), then 10 ms;
+5. **cleanup**: one ``delete`` per acknowledged follower, one for the previous result.
+
+Requests per KVStore call (torch 2.13's TCPStore client): ``set``/``append`` are sent without
+waiting for a reply (0 round trips on the caller's path, one one-way latency until visible);
+``check``, ``wait``, ``delete``, ``compare_set`` take one round trip; ``get`` and
+``multi_get`` two (the client waits for the key before reading it); Zephon's ``get`` checks
+first, so it is three. The server is single-threaded (libuv): a burst of N requests takes
+N x ``service_s`` to serve, and bytes take ``bytes / bytes_per_s``; the model adds the burst's
+service time to the path (its last request is served last), which is exact when a burst
+arrives at once (the followers are woken together) and an upper bound otherwise.
+
+CPU: a rank snapshots its lanes and encodes its shard; the leader decodes every shard,
+merges, encodes and decodes the result; each follower decodes the result. Where ranks are
+processes with their own cores the followers' CPU runs side by side (``cpu_parallel``); where
+they are threads of one Python process (the bench) it runs one after another.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+ONE_WRITE_LIMIT = 4 * 1024 * 1024
+"""``TorchKVStore.max_value_bytes``: a larger value is chunked."""
+MANIFEST_HEADER = 20
+STORE_POLL_S = 0.01
+DIR_POLL_S = 0.05
+"""``FileCoordinator``'s poll on a local or shared path (``poll_base_s``, no backoff)."""
+AGGREGATE_TIMEOUT_S = 180.0
+"""``RuntimeOptions.aggregate_timeout_s``'s default: one round's wait budget."""
+
+ROUND_TRIPS = {"check": 1, "wait": 1, "delete": 1, "compare_set": 1, "get": 3,
+               "multi_get": 2, "set": 0, "append": 0}
+"""Caller round trips per KVStore call (Zephon's ``get`` = check + TCPStore's wait + get)."""
+REQUESTS = {"check": 1, "wait": 1, "delete": 1, "compare_set": 1, "get": 3,
+            "multi_get": 2, "set": 1, "append": 1}
+"""Server requests per KVStore call."""
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds per lane of checkpoint state (``AggregationCodec``, msgpack + zstd)."""
+
+    snapshot_lane_s: float
+    encode_lane_s: float
+    decode_lane_s: float
+    merge_lane_s: float
+    parallel: bool = True
+    """Followers' CPU side by side (ranks are processes) or one after another (threads)."""
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one checkpoint aggregates."""
+
+    world: int
+    lanes: int
+    lane_bytes: float
+    """Encoded bytes per lane in a shard or the result (msgpack + zstd)."""
+    cpu: Cpu
+
+    def shard_bytes(self) -> float:
+        return self.lane_bytes * self.lanes / self.world
+
+    def result_bytes(self) -> float:
+        return self.lane_bytes * self.lanes
+
+    def chunked(self) -> bool:
+        return self.result_bytes() + MANIFEST_HEADER > ONE_WRITE_LIMIT
+
+    def serial_followers(self) -> int:
+        """How many followers' CPU jobs run one after another."""
+        return 1 if self.cpu.parallel else max(1, self.world - 1)
+
+
+@dataclass(frozen=True)
+class StoreParams:
+    """The path to the TCPStore and the server's capacity."""
+
+    one_way_s: float
+    base_rtt_s: float
+    """One request and its reply with no network latency and no queue (client included)."""
+    service_s: float
+    """Server time per request (one over its request rate at saturation)."""
+    bytes_per_s: float
+    """Server's byte rate for large values."""
+    poll_s: float = STORE_POLL_S
+    rtt_s_measured: float | None = None
+    """A measured round trip of this path, used instead of ``base_rtt_s + 2 x one_way_s``."""
+
+    @property
+    def rtt_s(self) -> float:
+        if self.rtt_s_measured is not None:
+            return self.rtt_s_measured
+        return self.base_rtt_s + 2 * self.one_way_s
+
+
+@dataclass(frozen=True)
+class DirParams:
+    """A shared filesystem seen by every rank: per-operation latency and metadata capacity."""
+
+    op_s: float
+    """One metadata operation or small read/write, end to end."""
+    ops_per_s: float = math.inf
+    """The filesystem's metadata capacity; the waiting ranks' polls load it."""
+    poll_s: float = DIR_POLL_S
+    put_ops: int = 3
+    """``atomic_write_bytes``: write a temporary file, flush it, rename it."""
+    read_ops: int = 2
+    """Open, then read a small file whole."""
+
+
+@dataclass
+class Estimate:
+    """A predicted round: its total, the phases of the critical path, and the work done."""
+
+    total_s: float
+    phases: dict[str, float] = field(default_factory=dict)
+    leader_round_trips: float = 0.0
+    """Sequential round trips on the leader's critical path."""
+    requests: float = 0.0
+    """Store requests (or filesystem operations) of the whole round, all ranks."""
+    bytes_moved: float = 0.0
+
+    @property
+    def feasible(self) -> bool:
+        return math.isfinite(self.total_s)
+
+
+def _cpu_phases(r: Round) -> dict[str, float]:
+    c, lanes = r.cpu, r.lanes
+    own = lanes / r.world
+    return {
+        "shard": (c.snapshot_lane_s + c.encode_lane_s) * own,
+        "collect": c.decode_lane_s * (lanes - own),
+        "merge": (c.merge_lane_s + c.encode_lane_s) * lanes,
+        "result": c.decode_lane_s * lanes,
+    }
+
+
+def ack_polls(
+    pending: int, first_poll_at: float, acks_from: float, acks_until: float,
+    rtt: float, poll_s: float,
+) -> tuple[float, float, int]:
+    """The leader's acknowledgement polls (``_wait_for_acks``), as expected values.
+
+    Acks land uniformly between ``acks_from`` and ``acks_until`` (times at the server,
+    relative to the poll start's clock); a request reaches the server half a round trip after
+    it is sent. Each poll sends one batched ``check``; if it fails, one ``check`` per pending
+    ack (those that land before their check stay pending), then sleeps ``poll_s``. Returns
+    (time the polls end, round trips, polls).
+    """
+    if pending <= 0:
+        return first_poll_at, 0.0, 0
+
+    def acked(t: float) -> float:
+        if acks_until <= acks_from:
+            return 1.0 if t >= acks_from else 0.0
+        return min(1.0, max(0.0, (t - acks_from) / (acks_until - acks_from)))
+
+    x, trips, polls, left = first_poll_at, 0.0, 0, float(pending)
+    while True:
+        polls += 1
+        trips += 1
+        if acked(x + rtt / 2) >= 1.0:
+            return x + rtt, trips, polls
+        x += rtt
+        n = math.ceil(left - 1e-9)
+        still = 0.0
+        for j in range(n):  # sequential checks; the fraction still missing at each one
+            still += (1.0 - acked(x + j * rtt + rtt / 2)) * (left / n)
+        x += n * rtt
+        trips += n
+        left = still
+        if left < 0.5 or polls > 100_000:
+            # The last ack is seen no earlier than it lands (the expectation could say so).
+            return max(x, acks_until + rtt / 2), trips, polls
+        x += poll_s
+
+
+def store_round(r: Round, p: StoreParams) -> Estimate:
+    """A ``torch://`` round: the leader's critical path (see the module's phases)."""
+    w = r.world
+    if w <= 1:  # one rank: no round, only the local snapshot
+        t = r.cpu.snapshot_lane_s * r.lanes
+        return Estimate(t, {"snapshot": t})
+    rtt, one_way, s, bw = p.rtt_s, p.one_way_s, p.service_s, p.bytes_per_s
+    cpu = _cpu_phases(r)
+    k = r.serial_followers()
+    f = w - 1
+    chunks = math.ceil(r.result_bytes() / ONE_WRITE_LIMIT) if r.chunked() else 0
+    result_reads = 1 if chunks else 2  # a manifest alone in _wait_for_outcome when chunked
+    # 1. join: check + get + check of the announcement, encode, one-way set + append.
+    join_requests = f * (REQUESTS["check"] * 2 + REQUESTS["get"] + 2)
+    join = 4 * rtt + k * cpu["shard"] + one_way + join_requests * s + f * r.shard_bytes() / bw
+    # 2. discover: half a poll period (check + get + poll_s) late, then check + multi_get.
+    period = p.poll_s + 4 * rtt
+    discover = period / 2 + one_way + 3 * rtt + cpu["collect"] + f * r.shard_bytes() / bw
+    # 3. close (two deletes), merge + encode, compare_set (chunks one-way before it).
+    merge = 2 * rtt + cpu["merge"] + rtt + (r.result_bytes() / bw if chunks else 0.0)
+    # 4. acks. Clock: 0 = the leader has the compare_set reply (outcome at the server since
+    # one one-way ago). Followers: woken (+one-way), two gets (+ check + multi_get of the
+    # chunks), decode, delete, set (+one-way).
+    read_trips = 2 * ROUND_TRIPS["get"] + (3 if chunks else 0) + 1
+    read_requests = f * (1 + 2 * REQUESTS["get"] + (3 if chunks else 0) + 2)
+    drain = read_requests * s + f * result_reads * r.result_bytes() / bw
+    acks_from = read_trips * rtt + cpu["result"] + one_way
+    acks_until = acks_from + (k - 1) * cpu["result"] + drain
+    start = cpu["result"] + rtt  # the leader decodes the result, deletes its own shard
+    ended, ack_trips, _ = ack_polls(f, start, acks_from, acks_until, rtt, p.poll_s)
+    # 5. cleanup: one delete per acknowledgement, then the previous round's result.
+    cleanup = (f + 1) * rtt
+    phases = {"join": join, "discover": discover, "merge": merge, "acks": ended,
+              "cleanup": cleanup}
+    leader_trips = 4 + 3 + 3 + 3 + 1 + ack_trips + f + 1
+    coverage_polls = max(1.0, (join + period / 2) / period)
+    leader_requests = (3 + coverage_polls * (1 + REQUESTS["get"]) + 3 + 2 + 1 + chunks
+                       + 1 + ack_trips + f + 1)
+    return Estimate(
+        total_s=sum(phases.values()),
+        phases=phases,
+        leader_round_trips=leader_trips,
+        requests=join_requests + read_requests + leader_requests,
+        bytes_moved=2 * f * r.shard_bytes() + f * result_reads * r.result_bytes(),
+    )
+
+
+def dir_round(r: Round, d: DirParams) -> Estimate:
+    """An ``aggregate_dir`` round on a shared filesystem (``FileCoordinator``).
+
+    Every file operation costs ``op_s`` plus the queueing delay of a metadata server whose
+    load is the waiting followers' polls (M/D/1: ``rho / (2 mu (1 - rho))``); a load at or past
+    its capacity makes the round infeasible (infinite).
+    """
+    w = r.world
+    if w <= 1:
+        t = r.cpu.snapshot_lane_s * r.lanes
+        return Estimate(t, {"snapshot": t})
+    f = w - 1
+    # Followers waiting for the result poll exists(result) and a read of the failure notice.
+    load = f * 2 / (d.poll_s + 2 * d.op_s)
+    rho = load / d.ops_per_s
+    if rho >= 1.0:
+        return Estimate(math.inf, {"filesystem saturated": math.inf}, requests=math.inf)
+    op = d.op_s + (rho / (2 * d.ops_per_s * (1 - rho)) if math.isfinite(d.ops_per_s) else 0.0)
+    cpu = _cpu_phases(r)
+    k = r.serial_followers()
+    put, read = d.put_ops * op, d.read_ops * op
+    # join: announce, followers find it half a poll late (read, stat, exists), publish.
+    join = put + (d.poll_s + op) / 2 + read + 2 * op + k * cpu["shard"] + put
+    # discover: the leader's glob, half a poll late, then every shard read one after another.
+    discover = (d.poll_s + op) / 2 + op + f * read + cpu["collect"]
+    merge = op + cpu["merge"] + op + put
+    # followers see the result half a poll late, read it, decode, delete the shard, ack.
+    follower = (d.poll_s + 2 * op) / 2 + read + cpu["result"] + op + put
+    acks_land = follower + (k - 1) * cpu["result"]
+    leader_ready = cpu["result"] + op
+    acks = max(acks_land, leader_ready) + (d.poll_s + op) / 2 + op
+    cleanup = (f + 1) * op
+    phases = {"join": join, "discover": discover, "merge": merge, "acks": acks,
+              "cleanup": cleanup}
+    total = sum(phases.values())
+    ops = (f * (d.put_ops * 2 + d.read_ops * 2 + 4) + d.put_ops * 3 + f * d.read_ops + 2 * f + 8
+           + load * total)
+    return Estimate(total, phases, requests=ops,
+                    bytes_moved=2 * f * r.shard_bytes() + f * r.result_bytes())
+
+
+def with_world(r: Round, world: int, lanes: int | None = None) -> Round:
+    """The same state per lane at another scale (one lane per rank unless told)."""
+    return replace(r, world=world, lanes=lanes if lanes is not None else max(world, r.lanes))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    suitable: bool
+    reason: str
+
+
+def judge(total_s: float, interval_s: float, fraction: float,
+          timeout_s: float = AGGREGATE_TIMEOUT_S) -> Verdict:
+    """Suitable when a round fits the wait budget and a fraction of the checkpoint interval."""
+    if not math.isfinite(total_s):
+        return Verdict(False, "saturated")
+    if total_s > timeout_s:
+        return Verdict(False, f"over aggregate_timeout_s ({timeout_s:.0f} s)")
+    if total_s > fraction * interval_s:
+        return Verdict(False, f"over {fraction:.0%} of a {interval_s:.0f} s interval")
+    return Verdict(True, "ok")

@@ -1,0 +1,112 @@
+"""The round model's pure functions: monotonic, reducing to round trips x RTT, verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from zephon_chaos.bench.model import (
+    ONE_WRITE_LIMIT,
+    Cpu,
+    DirParams,
+    Round,
+    StoreParams,
+    ack_polls,
+    dir_round,
+    judge,
+    store_round,
+    with_world,
+)
+
+CPU = Cpu(snapshot_lane_s=50e-6, encode_lane_s=100e-6, decode_lane_s=30e-6, merge_lane_s=100e-6)
+NO_CPU = Cpu(0.0, 0.0, 0.0, 0.0)
+WORLDS = [2, 4, 16, 64, 256, 1024, 4096, 16384]
+
+
+def store(one_way_ms: float, **kw: float) -> StoreParams:
+    base = {"base_rtt_s": 50e-6, "service_s": 20e-6, "bytes_per_s": 1e9}
+    base.update(kw)
+    return StoreParams(one_way_s=one_way_ms / 1000, **base)
+
+
+def rnd(world: int, cpu: Cpu = CPU, lane_bytes: float = 200.0) -> Round:
+    return Round(world=world, lanes=max(16, world), lane_bytes=lane_bytes, cpu=cpu)
+
+
+@pytest.mark.parametrize("one_way_ms", [0.0, 0.1, 1.0, 10.0])
+def test_a_store_round_grows_with_ranks(one_way_ms: float) -> None:
+    times = [store_round(rnd(w), store(one_way_ms)).total_s for w in WORLDS]
+    assert times == sorted(times) and times[-1] > times[0]
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_a_store_round_grows_with_latency(world: int) -> None:
+    times = [store_round(rnd(world), store(x)).total_s for x in (0.0, 0.1, 1.0, 10.0)]
+    assert times == sorted(times) and times[-1] > times[0]
+
+
+@pytest.mark.parametrize("op_ms", [0.1, 1.0, 10.0])
+def test_a_dir_round_grows_with_ranks_and_saturates_its_filesystem(op_ms: float) -> None:
+    fs = DirParams(op_s=op_ms / 1000, ops_per_s=50_000)
+    times = [dir_round(rnd(w), fs).total_s for w in WORLDS]
+    assert times == sorted(times)
+    # 16,384 followers polling two operations every 50 ms: 655k ops/s > 50k
+    assert math.isinf(times[-1]) and not judge(times[-1], 600, 0.05).suitable
+    slower = [dir_round(rnd(64), DirParams(op_s=x / 1000)).total_s for x in (0.1, 1.0, 10.0)]
+    assert slower == sorted(slower)
+
+
+def test_one_rank_has_no_round_only_its_snapshot() -> None:
+    r = rnd(1)
+    for est in (store_round(r, store(10.0)), dir_round(r, DirParams(op_s=0.01))):
+        assert est.total_s == pytest.approx(CPU.snapshot_lane_s * r.lanes)
+        assert est.requests == 0
+
+
+def test_without_cpu_or_server_time_a_round_is_round_trips_times_the_rtt() -> None:
+    """The measured points' form: time = sequential round trips x RTT, scaling exactly."""
+    free = {"service_s": 0.0, "bytes_per_s": math.inf}
+    for world in (2, 16, 256):
+        r = rnd(world, NO_CPU)
+        a = store_round(r, StoreParams(0.0, 0.001, poll_s=0.0, **free))
+        b = store_round(r, StoreParams(0.0, 0.002, poll_s=0.0, **free))
+        assert b.total_s == pytest.approx(2 * a.total_s)
+        assert a.total_s >= a.leader_round_trips * 0.001 * 0.5
+
+
+def test_each_extra_follower_adds_an_ack_check_and_a_delete_to_the_leaders_path() -> None:
+    p = store(1.0)
+    trips = [store_round(rnd(w, NO_CPU), p).leader_round_trips for w in (64, 65, 66)]
+    assert trips[1] - trips[0] >= 2 and trips[2] - trips[1] >= 2
+
+
+def test_ack_polls_reduce_to_one_batched_check_when_every_ack_is_in() -> None:
+    assert ack_polls(0, 1.0, 0.0, 0.0, 0.01, 0.01) == (1.0, 0.0, 0)
+    end, trips, polls = ack_polls(15, 1.0, 0.0, 0.5, 0.01, 0.01)
+    assert (trips, polls) == (1, 1) and end == pytest.approx(1.01)
+
+
+def test_ack_polls_check_each_pending_ack_when_the_batch_check_fails() -> None:
+    end, trips, polls = ack_polls(15, 0.0, 10.0, 10.0, 0.01, 0.01)
+    assert polls >= 2 and trips >= 1 + 15 and end >= 10.0
+
+
+def test_a_result_past_one_write_is_chunked_and_read_once() -> None:
+    lane = ONE_WRITE_LIMIT / 1000
+    small, big = rnd(999, lane_bytes=lane), rnd(2000, lane_bytes=lane)
+    assert not small.chunked() and big.chunked()
+    p = store(1.0)
+    assert store_round(big, p).bytes_moved < 2 * 1999 * big.result_bytes()
+
+
+def test_with_world_keeps_the_state_per_lane() -> None:
+    r = with_world(rnd(2), 4096)
+    assert (r.world, r.lanes, r.lane_bytes) == (4096, 4096, 200.0)
+
+
+def test_verdicts_name_the_limit_that_was_crossed() -> None:
+    assert judge(10.0, 600, 0.05).suitable
+    assert "interval" in judge(31.0, 600, 0.05).reason
+    assert "aggregate_timeout_s" in judge(181.0, 6000, 0.05).reason
+    assert judge(math.inf, 600, 0.05).reason == "saturated"
