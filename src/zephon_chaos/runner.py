@@ -19,6 +19,7 @@ from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
+from zephon_chaos.oracles import policies as policy_oracle
 from zephon_chaos.oracles.global_batches import (
     PhaseRecords,
     Verdict,
@@ -46,6 +47,8 @@ class PhaseRun:
     """A proxy-faulted launch's evidence and verdict (``faults.scenario_proxy.FaultedLaunch``)."""
     liveness: liveness_oracle.LivenessVerdict | None = None
     """Zephon's timing promises on this launch: measured waits, propagation, problems."""
+    policy: policy_oracle.PolicyVerdict | None = None
+    """What the launch's checkpoint policy promises: each round's outcome by arrival, skip's."""
 
     @property
     def restore_index(self) -> int | None:
@@ -58,7 +61,9 @@ def surviving_checkpoint(facts: list[ckpt_oracle.CheckpointFacts]) -> int | None
 
     Rank 0 records a checkpoint as completed only after persisting it; followers may record
     one that rank 0 never finished (a fault on the leader's link at ``outcome``), and that
-    one has no file to restore from.
+    one has no file to restore from. Under ``lockstep`` retry and ``skip`` the ranks agree
+    before rank 0 persists, so this is the last checkpoint every rank got: under ``skip`` the
+    successful one after a skipped one, never the skipped one.
     """
     done = [f.index for f in facts if not f.failed and 0 in f.ok_ranks]
     return max(done) if done else None
@@ -149,6 +154,7 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
         retry=phase.retry,
         sync=phase.sync,
         tp=phase.tp,
+        lags=phase.lags,
         plant=scenario.plant,
         backend=scenario.backend,  # type: ignore[arg-type]
     )
@@ -282,11 +288,13 @@ class ScenarioRunner:
                     f"phase {i}: {p}" for p in dp_oracle.problems(records, phase.tp)
                 ]
                 c = scenario.canonical_replicas(i)
-                cps = ckpt_oracle.check(records, c)
+                cps = ckpt_oracle.check(records, c, failures_judged=phase.retry == "skip")
                 run = PhaseRun(i, phase, spec, result, records, cps)
                 outcome.phases.append(run)
                 run.liveness = liveness_oracle.judge_run(run)
                 outcome.problems += run.liveness.lines()
+                run.policy = policy_oracle.judge_run(run)
+                outcome.problems += run.policy.lines()
                 if phase.expect_failure or phase.dp > c:
                     # Refused: the next phase restores what this one was given.
                     problems, undescribed = expected_failure_problems(i, phase, result)
@@ -318,6 +326,13 @@ class ScenarioRunner:
                     outcome.problems += crashed
                     if index is not None and not crashed:
                         track.keep(run, index)
+                    continue
+                if not result.ok and not result.timed_out and run.policy.failed_by_arrival:
+                    # Failed by Zephon's per-call budget (a rank called checkpoint() later than
+                    # aggregate_timeout_s after another): the next launch restores the last
+                    # checkpoint every rank got.
+                    if run.restore_index is not None:
+                        track.keep(run, run.restore_index)
                     continue
                 if not result.ok:
                     outcome.problems.append(f"phase {i} failed: {result.summary()}")

@@ -27,6 +27,7 @@ from zephon_chaos.workload.spec import (
     DataSpec,
     PipelineSpec,
     RankFault,
+    RankLag,
     Retry,
     SpecError,
     Sync,
@@ -102,6 +103,9 @@ class Phase:
     """How ranks arrive at each checkpoint (``workload.spec.SYNCS``): in lockstep, as trainers
     do, or free-running, where a rank later than ``aggregate_timeout_s`` fails the round as
     Zephon documents."""
+    lags: tuple[RankLag, ...] = ()
+    """Deliberate late arrivals at checkpoints (``workload.spec.RankLag``), under ``sync: free``:
+    a rank that calls a checkpoint only once a peer's call of it has ended."""
     hosts: int = 1
     """> 1: the ranks spread evenly over that many hosts, each a network namespace with an
     agent of its own (``launch.netns``, needs root); with ``launch`` c10d or static."""
@@ -266,6 +270,8 @@ class Scenario:
             + "".join(
                 f", retry {r}" for r in sorted({ph.retry for ph in self.phases} - {"none"})
             )
+            + (", sync free" if any(ph.sync == "free" for ph in self.phases) else "")
+            + (f", {lags} lag(s)" if (lags := sum(len(ph.lags) for ph in self.phases)) else "")
             + (f", plant {self.plant}" if self.plant else "")
             + (f", backend {self.backend}" if self.backend != "gloo" else "")
         )
@@ -390,6 +396,7 @@ def _phase_from(raw: Any, where: str) -> Phase:
         "checkpoints": CheckpointAt,
         "rank_faults": RankFault,
         "proxy_faults": ProxyFault,
+        "lags": RankLag,
         "store_faults": StoreFault,
     }
     kwargs: dict[str, Any] = {}

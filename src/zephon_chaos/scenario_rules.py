@@ -30,7 +30,14 @@ Rules, per launch ``i`` (C: its canonical_replicas):
   a ``reset_peer`` at a round point (at start it resets nothing); the n-th round at most the
   launch's checkpoint count; a retry policy only with a link fault;
 * over finite data the last launch can run dry (it would otherwise stop with lanes out of
-  step, which the batch oracle cannot compare).
+  step, which the batch oracle cannot compare);
+* ``sync: free`` only with two or more ranks (one rank is late for no one); a lag
+  (``RankLag``: a rank that calls a checkpoint once a peer's call of it has ended) only under
+  ``free``, at most one a launch, on two ranks of it and one of its checkpoints, beside no
+  other fault and no ``independent`` retry; a retry policy (lockstep, independent, skip) only
+  where a checkpoint can fail on purpose: a link fault, a round-point rank fault or a lag.
+  On the in-process tier threads start together and never meet, so ``free`` means what
+  ``lockstep`` means there; a lag needs a process group (``inproc.inproc_refusal``).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from zephon_chaos.lanes import lanes_of
-from zephon_chaos.workload.spec import ROUND_PHASES, CheckpointAt, DataSpec
+from zephon_chaos.workload.spec import ROUND_PHASES, CheckpointAt, DataSpec, RankLag
 
 if TYPE_CHECKING:
     from zephon_chaos.scenario import Phase, ProxyFault, Scenario
@@ -267,6 +274,7 @@ def _launch_violations(s: Scenario, i: int) -> Iterator[Violation]:
     yield from _checkpoint_violations(s, i)
     yield from _rank_fault_violations(s, i)
     yield from _link_fault_violations(s, i)
+    yield from _sync_violations(s, i)
 
 
 def _layout_violations(s: Scenario, i: int) -> Iterator[Violation]:
@@ -307,7 +315,7 @@ def _refused_violations(
             f"{where}.expect_error",
             f"a refused launch names the error it expects (Zephon's is {why.value!r})",
         )
-    for name in ("checkpoints", "rank_faults", "proxy_faults"):
+    for name in ("checkpoints", "rank_faults", "proxy_faults", "lags"):
         if getattr(ph, name):
             yield Violation(f"{where}.{name}", "a refused launch runs nothing, so has none")
     if ph.retry != "none":
@@ -372,10 +380,11 @@ def _rank_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
 def _link_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     ph, where = s.phases[i], f"phases[{i}]"
     if not ph.proxy_faults:
-        if ph.retry != "none":
+        if ph.retry != "none" and not ph.lags:
             yield Violation(
                 f"{where}.retry",
-                f"retry {ph.retry!r} needs a link fault to fail a round; without one use 'none'",
+                f"retry {ph.retry!r} needs a link fault or a lag to fail a round; without one "
+                "use 'none'",
             )
         return
     blocked = no_round(s, i)
@@ -444,6 +453,7 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
             checkpoints=(),
             rank_faults=(),
             proxy_faults=(),
+            lags=(),
             retry="none",
             expect_failure=True,
             expect_error=error,
@@ -482,7 +492,69 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
     faults = tuple(f for f in ph.proxy_faults if (round_point(f.at) or ("", 0))[1] <= rounds)
     if no_round(here(ph), i) is not None:
         faults = ()
-    return replace(ph, proxy_faults=faults, retry=ph.retry if faults else "none")
+    ph = _synced(replace(ph, proxy_faults=faults))
+    return replace(ph, retry=ph.retry if faults or ph.lags else "none")
+
+
+def _synced(ph: Phase) -> Phase:
+    """``ph`` with its lag kept only where it obeys the rules, and the sync a lag needs."""
+    lags = [
+        lag
+        for lag in ph.lags[:1]
+        if _lag_fits(lag, ph) and not (ph.rank_faults or ph.proxy_faults)
+    ]
+    if ph.retry == "independent":
+        lags = []
+    if ph.world_size < 2:
+        return replace(ph, sync="lockstep", lags=())
+    return replace(ph, lags=tuple(lags), sync="free" if lags else ph.sync)
+
+
+def _lag_fits(lag: RankLag, ph: Phase) -> bool:
+    peer = lag.awaited()
+    return (
+        0 <= lag.rank < ph.world_size
+        and 0 <= peer < ph.world_size
+        and peer != lag.rank
+        and 0 <= lag.checkpoint < len(ph.checkpoints)
+    )
+
+
+def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    """``sync: free`` needs two ranks; a lag needs ``free``, a checkpoint, no other fault."""
+    ph, where = s.phases[i], f"phases[{i}]"
+    if ph.sync == "free" and ph.world_size < 2:
+        yield Violation(
+            f"{where}.sync",
+            "one rank is never late for another: 'free' needs two or more ranks; use 'lockstep'",
+        )
+    if not ph.lags:
+        return
+    if ph.sync != "free":
+        yield Violation(
+            f"{where}.lags",
+            "a lag needs sync 'free': lockstep ranks meet before each checkpoint, so the "
+            "lagging rank and the one it waits for would wait for each other",
+        )
+    if len(ph.lags) > 1:
+        yield Violation(f"{where}.lags", "at most one lag a launch (two could wait on each other)")
+    if ph.rank_faults or ph.proxy_faults:
+        yield Violation(
+            f"{where}.lags", "a launch with a lag has no other fault (one cause, one verdict)"
+        )
+    if ph.retry == "independent":
+        yield Violation(
+            f"{where}.retry",
+            "no 'independent' retry beside a lag: a rank's later attempts are rounds of its own "
+            "and which one the late rank finds decides the outcome; use none, lockstep or skip",
+        )
+    for j, lag in enumerate(ph.lags):
+        if not _lag_fits(lag, ph):
+            yield Violation(
+                f"{where}.lags[{j}]",
+                f"must name two different ranks of the launch's {ph.world_size} and one of its "
+                f"{len(ph.checkpoints)} checkpoint(s) (0-based)",
+            )
 
 
 def _placed(f: ProxyFault, world: int) -> ProxyFault:

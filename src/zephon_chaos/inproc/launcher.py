@@ -82,6 +82,11 @@ def inproc_refusal(scenario: Scenario) -> str | None:
                 f"{where}.proxy_faults: store-link faults go through the fault proxy between "
                 "rank processes and the store; run it with --tier torchrun"
             )
+        if ph.lags:
+            return (
+                f"{where}.lags: a lagging rank waits for a peer's checkpoint call over the "
+                "process group, which rank threads do not have; run it with --tier torchrun"
+            )
     return None
 
 

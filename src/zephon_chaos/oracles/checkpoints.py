@@ -58,12 +58,18 @@ def gather(ranks: list[RankRecord]) -> list[CheckpointFacts]:
     return out
 
 
-def check(ranks: list[RankRecord], canonical_replicas: int) -> CheckpointVerdict:
+def check(
+    ranks: list[RankRecord], canonical_replicas: int, *, failures_judged: bool = False
+) -> CheckpointVerdict:
+    """Problems of the launch's checkpoints. ``failures_judged``: a failed checkpoint is the
+    policy oracle's to judge (``skip``: a failure the launch records and trains past)."""
     problems: list[str] = []
     facts = gather(ranks)
     world = len(ranks)
     for f in facts:
         label = f"checkpoint {f.index}"
+        if f.failed and failures_judged:
+            continue
         if f.failed:
             problems.append(
                 f"{label} failed on ranks {sorted(f.failed)}: {next(iter(f.failed.values()))}"

@@ -91,7 +91,9 @@ def run(spec: WorkloadSpec) -> int:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     default_store = _place_store_proxy(spec, rank, world)
     hooks = RankHooks()
-    if spec.sync == "lockstep":
+    if spec.lags:
+        hooks = _lag_hooks(spec, rank, device)
+    elif spec.sync == "lockstep":
         hooks = RankHooks(before_checkpoint=lambda index: _meet(device))
     code = run_rank(spec, rank, world, default_store=default_store, device=device, hooks=hooks)
     if spec.store_proxy_ports:
@@ -141,6 +143,43 @@ def _meet(device: Any) -> None:
     dist.all_reduce(torch.ones(1, device=device))
 
 
+def _lag_hooks(spec: WorkloadSpec, rank: int, device: Any) -> RankHooks:
+    """Hooks of a free-running rank with deliberate late arrivals (``spec.lags``).
+
+    A lagging rank receives a token from the rank it waits for, which sends it once its own
+    ``checkpoint()`` call has ended (before any agreement, which would wait for the lagging
+    rank): the lateness is a logical event, not a guess at a duration. Lockstep ranks would
+    wait for each other in the meeting instead, so lags need ``sync: free``.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if spec.sync != "free":
+        raise ValueError(
+            "spec.lags: a lagging rank waits for a peer's checkpoint call, and lockstep ranks "
+            "meet before it (a deadlock): set sync 'free' or drop the lags"
+        )
+    waits = {lag.checkpoint: lag.awaited() for lag in spec.lags if lag.rank == rank}
+    tells = {lag.checkpoint: lag.rank for lag in spec.lags if lag.awaited() == rank}
+
+    def before(index: int) -> None:
+        peer = waits.get(index)
+        if peer is None:
+            return
+        began = time.monotonic()
+        dist.recv(torch.zeros(1, device=device), src=peer)
+        out = RecordWriter(spec.out_dir, rank)
+        out.write("lag", checkpoint=index, waited_for=peer, began_at=began, at=time.monotonic())
+        out.close()
+
+    def ended(index: int) -> None:
+        peer = tells.get(index)
+        if peer is not None:
+            dist.send(torch.ones(1, device=device), dst=peer)
+
+    return RankHooks(before_checkpoint=before, call_ended=ended)
+
+
 def _agree(ok: bool) -> bool:
     """Whether every rank's checkpoint succeeded: an all-reduce (MIN) of each rank's success.
 
@@ -164,7 +203,9 @@ class RankHooks:
     ``on_step(n, taken)`` runs before batch ``n`` (and at the end), ``before_checkpoint(index)``
     before each collective checkpoint: either may raise to stop the rank. ``capture_warnings``
     records the warnings one checkpoint call emits; ``fire`` applies a scheduled fault;
-    ``agree(ok)`` tells whether every rank's checkpoint attempt succeeded (lockstep retry).
+    ``agree(ok)`` tells whether every rank's checkpoint attempt succeeded (lockstep retry,
+    skip); ``call_ended(index)`` runs once the first ``checkpoint()`` call of a checkpoint has
+    returned or raised (before any agreement: a lagging peer may wait for it).
     """
 
     on_step: Callable[[int, int], None] = lambda n, taken: None
@@ -172,6 +213,7 @@ class RankHooks:
     capture_warnings: Callable[[], AbstractContextManager[list[Any]]] = lambda: _catch_warnings()
     fire: Callable[[RankFault, int, RecordWriter], None] = _fire
     agree: Callable[[bool], bool] = _agree
+    call_ended: Callable[[int], None] = lambda index: None
 
 
 @contextlib.contextmanager
@@ -387,11 +429,14 @@ def _checkpoint(
     """One collective checkpoint; under ``spec.retry``, as many attempts as it allows.
 
     Each attempt of a retrying rank is recorded (kind ``checkpoint_attempt``, with the
-    agreement under lockstep); the one ``checkpoint`` record is the final outcome. Rank 0
-    persists only a checkpoint that is final (agreed, under lockstep).
+    agreement under lockstep and skip); the one ``checkpoint`` record is the final outcome.
+    Rank 0 persists only a checkpoint that is final (agreed, under lockstep and skip). Under
+    skip a checkpoint not every rank got is recorded as failed (``skipped``) and the rank
+    trains on: every rank makes the same calls, one checkpoint and one agreement each.
     """
     started = time.monotonic()
-    attempts = 1 if spec.retry == "none" else max(1, spec.retry_attempts)
+    attempts = 1 if spec.retry in ("none", "skip") else max(1, spec.retry_attempts)
+    agreeing = spec.retry in ("lockstep", "skip")
     error: str = ""
     ckpt: dict[str, Any] | None = None
     warned: list[Any] = []
@@ -406,6 +451,8 @@ def _checkpoint(
             except Exception as exc:
                 ended = time.monotonic()
                 ckpt, error = None, f"{type(exc).__name__}: {exc}"
+                if attempt == 1:
+                    hooks.call_ended(index)
                 if spec.retry == "none":
                     _write_checkpoint(
                         out, index, after, lane_counts, started, error=error, ended_at=ended
@@ -413,6 +460,8 @@ def _checkpoint(
                     raise
             else:
                 ended = time.monotonic()
+                if attempt == 1:
+                    hooks.call_ended(index)
         if spec.retry == "none":
             break
         out.write(
@@ -428,7 +477,7 @@ def _checkpoint(
         )
         out.flush()
         agreed = ckpt is not None
-        if spec.retry == "lockstep":
+        if agreeing:
             try:
                 agreed = hooks.agree(agreed)
             except Exception as exc:  # a peer died: the agreement itself failed
@@ -444,10 +493,15 @@ def _checkpoint(
         if ckpt is not None:
             error = (
                 f"RuntimeError: checkpoint {index} succeeded here but failed on another rank "
-                f"(lockstep agreement, attempt {attempt} of {attempts})"
+                f"({spec.retry} agreement, attempt {attempt} of {attempts})"
             )
             ckpt = None
     else:
+        if spec.retry == "skip":  # recorded, not persisted; the next scheduled one follows
+            _write_checkpoint(
+                out, index, after, lane_counts, started, error=error, ended_at=ended, skipped=True
+            )
+            return
         _write_checkpoint(
             out, index, after, lane_counts, started, error=error, attempts=attempts, ended_at=ended
         )
@@ -480,6 +534,7 @@ def _write_checkpoint(
     caught: list[Any] | None = None,
     attempts: int = 1,
     ended_at: float | None = None,
+    skipped: bool = False,
 ) -> None:
     fields: dict[str, Any] = {
         "index": index,
@@ -493,6 +548,8 @@ def _write_checkpoint(
     }
     if ckpt is None:
         fields["error"] = error
+        if skipped:
+            fields["skipped"] = True
     else:
         fields["digest"] = persist.digest(ckpt)
         fields["lanes_covered"] = sorted(int(k) for k in (ckpt.get("progress") or {}))

@@ -28,8 +28,12 @@ COLLECTIVE_FORMATS: tuple[str, ...] = ("dcp",)
 """Formats every rank persists and loads together, over the process group."""
 _SUFFIXES = {"pickle": "pkl", "torch": "pt", "json": "json", "plain_json": "json", "dcp": "dcp"}
 EXHAUSTION: tuple[str, ...] = ("repeat", "stop")
-Retry = Literal["none", "lockstep", "independent"]
-RETRIES: tuple[str, ...] = ("none", "lockstep", "independent")
+Retry = Literal["none", "lockstep", "independent", "skip"]
+RETRIES: tuple[str, ...] = ("none", "lockstep", "independent", "skip")
+"""After a failed checkpoint: raise; retry with every rank (an all-reduce of success decides);
+retry alone; or skip it: every rank records the failure and trains on to the next scheduled
+checkpoint, as recipes do when a checkpoint interval fails (the same all-reduce decides, so
+rank 0 persists only a checkpoint every rank got and every rank makes the same calls)."""
 Sync = Literal["lockstep", "free"]
 SYNCS: tuple[str, ...] = ("lockstep", "free")
 """How ranks arrive at a checkpoint: ``lockstep`` meet in a collective first, as a trainer's
@@ -131,6 +135,24 @@ class PhaseTrigger:
     hold_timeout_s: float = 60.0
 
 
+@dataclass(frozen=True)
+class RankLag:
+    """A deliberate late arrival (a fault, under ``sync: free``): ``rank`` calls its
+    ``checkpoint``-th checkpoint (0-based, in this launch) only once ``waits_for`` has ended
+    its own call of it, so it is later than ``aggregate_timeout_s`` by construction (that call
+    cannot complete without this rank's shard or announcement, so it ends by its budget).
+    ``waits_for`` None: the leader (rank 0), or rank 1 when ``rank`` is the leader."""
+
+    rank: int
+    checkpoint: int = 0
+    waits_for: int | None = None
+
+    def awaited(self) -> int:
+        if self.waits_for is not None:
+            return self.waits_for
+        return 1 if self.rank == 0 else 0
+
+
 @dataclass
 class WorkloadSpec:
     """Everything one launch of the workload needs; each rank reads the same file."""
@@ -162,12 +184,15 @@ class WorkloadSpec:
     """Abstract Unix socket name where the harness hears interposer events (and releases holds)."""
     retry: Retry = "none"
     """After a failed checkpoint: raise (none), all ranks agree by an all-reduce of success and
-    retry together (lockstep), or each rank retries alone (independent)."""
+    retry together (lockstep), each rank retries alone (independent), or every rank records
+    the failure and goes on to the next scheduled checkpoint (skip; see ``RETRIES``)."""
     retry_attempts: int = 2
     """Checkpoint calls per checkpoint at most, under lockstep or independent retry."""
     sync: Sync = "free"
     """``lockstep``: the ranks of a torchrun group meet in a collective before each
     checkpoint (see ``SYNCS``); rank threads start together and need none."""
+    lags: tuple[RankLag, ...] = ()
+    """Deliberate late arrivals at checkpoints (``RankLag``); torchrun groups only."""
     resume_on_restart: bool = False
     """In a torchrun restart, write under ``out_dir/restart<n>`` and restore the latest
     checkpoint an earlier attempt persisted."""
@@ -209,6 +234,7 @@ _NESTED: dict[str, type] = {
     "checkpoints": CheckpointAt,
     "faults": RankFault,
     "triggers": PhaseTrigger,
+    "lags": RankLag,
 }
 
 

@@ -1,0 +1,235 @@
+"""What a launch's checkpoint policy promises, judged from its records.
+
+* Any policy: a checkpoint every rank reported as successful resumes to the documented
+  batches (the runner restores it and the batch oracle compares); a failed one is never
+  restored from (``runner.surviving_checkpoint``).
+* ``skip``: a failed checkpoint is recorded and the ranks train on: every rank records every
+  scheduled checkpoint (the collective calls stay aligned), rank 0 persists exactly the ones
+  every rank got, and the next successful one is what the next launch restores.
+* Arrival (``sync: free`` above all): Zephon's ``aggregate_timeout_s`` is a budget per call,
+  started at each rank's own call (``RoundCoordinator.aggregate``: ``deadline =
+  time.monotonic() + self._timeout_s``), so a round whose ranks called ``checkpoint()`` more
+  than the budget apart fails by design. A failed round is judged by the recorded monotonic
+  start of each rank's first call: ranks that far apart, documented (``LATE``); ranks on time
+  with a scheduled fault in the launch, the fault oracles' to judge (``FAULTED``); ranks on
+  time and no fault, a finding (``ON_TIME_FAILURE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from zephon_chaos.workload.records import RankRecord
+
+LATE_SLACK_S = 0.5
+"""How much earlier than the budget a late arrival still counts as late. After the last shard
+the round still closes, merges, publishes and collects acknowledgements within the first
+caller's budget: a few store calls on loopback (a whole successful 2-rank checkpoint takes
+tens of milliseconds here), so a rank arriving within half a second of the budget's end may
+fail the round by the same documented budget."""
+
+
+class RoundOutcome(str, Enum):
+    """How a checkpoint's first round ended, and whether that is what Zephon documents."""
+
+    COMPLETED = "completed"
+    LATE = "failed: ranks called checkpoint() further apart than aggregate_timeout_s"
+    ABSENT = "failed: a rank never called checkpoint()"
+    FAULTED = "failed under a scheduled fault (the fault oracles judge it)"
+    ON_TIME_FAILURE = "failed although every rank called within aggregate_timeout_s"
+
+
+class PolicyProblemKind(str, Enum):
+    ON_TIME_FAILURE = "on-time-failure"
+    MISALIGNED = "misaligned-checkpoints"
+    PERSISTED_FAILED = "persisted-failed-checkpoint"
+    MISSING_FILE = "missing-checkpoint-file"
+
+
+@dataclass(frozen=True)
+class RoundJudgement:
+    index: int
+    outcome: RoundOutcome
+    starts: dict[int, float]
+    """Per rank, the monotonic start of its first checkpoint() call of this checkpoint."""
+    failed_ranks: tuple[int, ...] = ()
+    agreed: bool = True
+    """Every rank's final record of this checkpoint is a success."""
+
+    @property
+    def spread_s(self) -> float | None:
+        """How far apart the ranks' calls began (None: fewer than two starts recorded)."""
+        if len(self.starts) < 2:
+            return None
+        return max(self.starts.values()) - min(self.starts.values())
+
+
+@dataclass(frozen=True)
+class PolicyProblem:
+    kind: PolicyProblemKind
+    phase: int
+    checkpoint: int
+    detail: str = ""
+
+    def describe(self) -> str:
+        where = f"phase {self.phase}: checkpoint {self.checkpoint}: "
+        text = {
+            PolicyProblemKind.ON_TIME_FAILURE: "failed although every rank called "
+            "checkpoint() within aggregate_timeout_s of the others and no fault was scheduled",
+            PolicyProblemKind.MISALIGNED: "under skip every rank records every checkpoint, "
+            "but some did not",
+            PolicyProblemKind.PERSISTED_FAILED: "under skip a checkpoint not every rank got "
+            "must not be persisted, but it is on disk",
+            PolicyProblemKind.MISSING_FILE: "every rank got it, but rank 0 persisted nothing",
+        }[self.kind]
+        return where + text + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass
+class PolicyVerdict:
+    phase: int
+    retry: str
+    timeout_s: float
+    rounds: list[RoundJudgement] = field(default_factory=list)
+    problems: list[PolicyProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        return [p.describe() for p in self.problems]
+
+    @property
+    def first_failed(self) -> RoundJudgement | None:
+        return next((r for r in self.rounds if r.outcome is not RoundOutcome.COMPLETED), None)
+
+    @property
+    def failed_by_arrival(self) -> bool:
+        """The launch's first failed round failed by Zephon's documented per-call budget."""
+        first = self.first_failed
+        return first is not None and first.outcome in (RoundOutcome.LATE, RoundOutcome.ABSENT)
+
+
+def first_starts(rec: RankRecord) -> dict[int, tuple[float, bool]]:
+    """Per checkpoint index: (start, ok) of this rank's first checkpoint() call."""
+    out: dict[int, tuple[float, bool]] = {}
+    for ev in rec.events:
+        if ev.get("kind") == "checkpoint_attempt" and ev.get("attempt") == 1:
+            out[int(ev["index"])] = (float(ev["started_at"]), bool(ev.get("ok")))
+    for c in rec.checkpoints:
+        if c.index not in out and c.started_at is not None:
+            out[c.index] = (c.started_at, c.ok)
+    return out
+
+
+def judge(
+    records: Sequence[RankRecord],
+    *,
+    phase: int,
+    timeout_s: float,
+    retry: str = "none",
+    faulted: bool = False,
+    persisted: Callable[[int], bool] | None = None,
+) -> PolicyVerdict:
+    """Judge one launch: each checkpoint's first round, and what ``retry`` promises.
+
+    ``faulted``: the launch schedules a fault that may fail a round (a link fault, a rank
+    fault); ``persisted(index)``: whether rank 0's file of checkpoint ``index`` exists.
+    """
+    verdict = PolicyVerdict(phase, retry, timeout_s)
+    starts = {rec.rank: first_starts(rec) for rec in records}
+    finals = {rec.rank: {c.index: c.ok for c in rec.checkpoints} for rec in records}
+    indices = sorted({i for per in starts.values() for i in per})
+    for index in indices:
+        here = {r: s[index] for r, s in starts.items() if index in s}
+        failed = tuple(sorted(r for r, (_, ok) in here.items() if not ok))
+        agreed = all(finals[r].get(index) is True for r in finals)
+        judged = RoundJudgement(
+            index,
+            _outcome(here, len(records), failed, timeout_s, faulted),
+            {r: at for r, (at, _) in here.items()},
+            failed,
+            agreed,
+        )
+        verdict.rounds.append(judged)
+        if judged.outcome is RoundOutcome.ON_TIME_FAILURE:
+            verdict.problems.append(
+                PolicyProblem(
+                    PolicyProblemKind.ON_TIME_FAILURE,
+                    phase,
+                    index,
+                    f"ranks {list(failed)} failed; calls began {judged.spread_s or 0.0:.2f}s "
+                    f"apart, budget {timeout_s}s",
+                )
+            )
+    if retry == "skip":
+        verdict.problems += _skip_problems(records, verdict.rounds, phase, persisted)
+    return verdict
+
+
+def _outcome(
+    here: dict[int, tuple[float, bool]],
+    world: int,
+    failed: tuple[int, ...],
+    timeout_s: float,
+    faulted: bool,
+) -> RoundOutcome:
+    if not failed and len(here) == world:
+        return RoundOutcome.COMPLETED
+    if len(here) < world:
+        return RoundOutcome.ABSENT
+    at = [t for t, _ in here.values()]
+    if max(at) - min(at) >= timeout_s - LATE_SLACK_S:
+        return RoundOutcome.LATE
+    return RoundOutcome.FAULTED if faulted else RoundOutcome.ON_TIME_FAILURE
+
+
+def _skip_problems(
+    records: Sequence[RankRecord],
+    rounds: list[RoundJudgement],
+    phase: int,
+    persisted: Callable[[int], bool] | None,
+) -> list[PolicyProblem]:
+    problems: list[PolicyProblem] = []
+    ended = [rec for rec in records if rec.ended]
+    seen = {rec.rank: {c.index for c in rec.checkpoints} for rec in ended}
+    if len({frozenset(v) for v in seen.values()}) > 1:
+        first = min(set().union(*seen.values()) - set.intersection(*seen.values()))
+        problems.append(
+            PolicyProblem(PolicyProblemKind.MISALIGNED, phase, first, f"recorded: {_sorted(seen)}")
+        )
+    if persisted is None:
+        return problems
+    for r in rounds:
+        if r.agreed and not persisted(r.index):
+            problems.append(PolicyProblem(PolicyProblemKind.MISSING_FILE, phase, r.index))
+        elif not r.agreed and persisted(r.index):
+            problems.append(PolicyProblem(PolicyProblemKind.PERSISTED_FAILED, phase, r.index))
+    return problems
+
+
+def judge_run(run: Any) -> PolicyVerdict:
+    """Judge a runner's launch (``runner.PhaseRun``): its records, spec and scheduled faults."""
+    from pathlib import Path
+
+    spec, ph = run.spec, run.phase
+    return judge(
+        run.records,
+        phase=run.index,
+        timeout_s=spec.pipeline.aggregate_timeout_s,
+        retry=spec.retry,
+        faulted=bool(
+            getattr(ph, "proxy_faults", ())
+            or getattr(ph, "rank_faults", ())
+            or getattr(ph, "store_faults", ())
+        ),
+        persisted=lambda index: Path(spec.checkpoint_path(index)).exists(),
+    )
+
+
+def _sorted(seen: dict[int, set[int]]) -> dict[int, list[int]]:
+    return {rank: sorted(v) for rank, v in sorted(seen.items())}
