@@ -1,10 +1,36 @@
-"""``zephon-chaos run FILE``: run one scenario and print its verdict (exit 0 ok, 1 violation)."""
+"""``zephon-chaos run FILE``: run one scenario and print its verdict.
+
+Exit status, as ``explore``'s: 0 when it passes or fails only by known defects of Zephon
+(named), 1 for a violation, 3 when the harness itself could not run or describe it (our
+bug, reported apart), 2 for a bad file or flags.
+"""
 
 from __future__ import annotations
 
 import argparse
+import enum
 
 from zephon_chaos.commands._scenario_io import Workspace, add_common, prepare, run_once
+
+
+class Verdict(enum.Enum):
+    """What one run of a scenario amounts to; the value is what the verdict line prints."""
+
+    OK = "ok"
+    KNOWN = "known defect only"
+    VIOLATION = "VIOLATION"
+    HARNESS = "HARNESS PROBLEM"
+
+    @classmethod
+    def of(cls, sig: str | None) -> Verdict:
+        if sig is None:
+            return cls.OK
+        area = sig.split(".", 1)[0]
+        return {"known": cls.KNOWN, "harness": cls.HARNESS}.get(area, cls.VIOLATION)
+
+    @property
+    def exit_status(self) -> int:
+        return {Verdict.VIOLATION: 1, Verdict.HARNESS: 3}.get(self, 0)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,8 +51,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"known defect {defect.id}: {defect.summary}")
         if ws.keep is not None:
             print(f"working files kept under {ws.root}")
-    if sig is None:
-        print("verdict: ok")
-        return 0
-    print(f"verdict: VIOLATION ({sig})")
-    return 1
+    verdict = Verdict.of(sig)
+    print(f"verdict: {verdict.value}" + (f" ({sig})" if sig else ""))
+    return verdict.exit_status
