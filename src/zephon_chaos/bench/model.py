@@ -138,6 +138,9 @@ class Estimate:
     requests: float = 0.0
     """Store requests (or filesystem operations) of the whole round, all ranks."""
     bytes_moved: float = 0.0
+    calls: float = 0.0
+    """KVStore calls (or ``RouterStorageBackend`` calls), as the bench's counters count them:
+    a Zephon ``get`` is one call of three requests."""
 
     @property
     def feasible(self) -> bool:
@@ -233,12 +236,18 @@ def store_round(r: Round, p: StoreParams) -> Estimate:
     coverage_polls = max(1.0, (join + period / 2) / period)
     leader_requests = (3 + coverage_polls * (1 + REQUESTS["get"]) + 3 + 2 + 1 + chunks
                        + 1 + ack_trips + f + 1)
+    # Followers: check, check, wait, check + get, check (announcement); set, append; wait,
+    # get, get (outcome; + check, multi_get chunked); delete; set.
+    follower_calls = 15 + (2 if chunks else 0)
+    ack_polls_calls = ack_trips  # one check per round trip of the ack polls
+    leader_calls = (3 + coverage_polls * 2 + 2 + 2 + 1 + chunks + 1 + ack_polls_calls + f + 1)
     return Estimate(
         total_s=sum(phases.values()),
         phases=phases,
         leader_round_trips=leader_trips,
         requests=join_requests + read_requests + leader_requests,
         bytes_moved=2 * f * r.shard_bytes() + f * result_reads * r.result_bytes(),
+        calls=f * follower_calls + leader_calls,
     )
 
 
@@ -279,7 +288,14 @@ def dir_round(r: Round, d: DirParams) -> Estimate:
     total = sum(phases.values())
     ops = (f * (d.put_ops * 2 + d.read_ops * 2 + 4) + d.put_ops * 3 + f * d.read_ops + 2 * f + 8
            + load * total)
-    return Estimate(total, phases, requests=ops,
+    # Calls: followers poll the announcement (1) until it appears, then read, stat, exists,
+    # put; poll the outcome (exists + failure read) until it appears; read, delete, put. The
+    # leader: put, put, a glob per poll and a read per shard, delete, exists, put, delete, a
+    # glob per ack poll, a delete per ack and the previous result.
+    waits = (join + discover + merge + follower) / (d.poll_s + op)
+    calls = (f * (waits * 1.5 + 4 + 3) + 2 + (discover + acks) / (d.poll_s + op) + f + 3
+             + f + 1)
+    return Estimate(total, phases, requests=ops, calls=calls,
                     bytes_moved=2 * f * r.shard_bytes() + f * r.result_bytes())
 
 

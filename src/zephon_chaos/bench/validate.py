@@ -205,7 +205,7 @@ def run_validation(
             est = store_round(bench_round(cal, world), params)
             out.append(_compare(cell, measured.times(),
                                 [s.counts.ops for s in measured.samples], est.total_s,
-                                est.requests, measured.error))
+                                est.calls, measured.error))
             log(_line(out[-1]))
         if config.dir_cells:
             cell = Cell("dir", world, 0)
@@ -215,7 +215,7 @@ def run_validation(
             per_round = counts.total() / (config.reps + 1)
             est = dir_round(bench_round(cal, world), DirParams(op_s=LOCAL_FS_OP_S))
             out.append(_compare(cell, measured.times(), [per_round], est.total_s,
-                                est.requests, measured.error))
+                                est.calls, measured.error))
             log(_line(out[-1]))
     return cal, out
 
