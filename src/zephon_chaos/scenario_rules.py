@@ -577,6 +577,7 @@ def _placed(f: ProxyFault, world: int) -> ProxyFault:
     return replace(f, rank=rank, at=at)
 
 
+
 # ---- the harness-hosted store's faults, and torchrun's restarts --------------------------
 # One launch may carry one hosted-store fault (``Phase.store_faults``): aggregation
 # ``store_explicit`` (the store the harness hosts and the launches share), timed by a round
@@ -664,6 +665,10 @@ def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
             "restarts need a rank fault (restart: 0) that ends attempt 0; add one or use 0",
         )
     for j, f in enumerate(ph.rank_faults):
+        if getattr(f, "at_round", False):
+            yield Violation(
+                f"{where}.rank_faults[{j}].at", "under max_restarts a rank fault fires at a step"
+            )
         if f.restart != 0:
             yield Violation(
                 f"{where}.rank_faults[{j}].restart",
@@ -689,7 +694,8 @@ def normalised_store_faults(s: Scenario, i: int, ph: Phase) -> Phase:
     if refusal(s, i) is not None or ph.expect_failure:
         return replace(ph, store_faults=(), max_restarts=0)
     here = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
-    restarts = max(0, ph.max_restarts) if ph.rank_faults and ph.hosts == 1 else 0
+    at_step = not any(getattr(f, "at_round", False) for f in ph.rank_faults)
+    restarts = max(0, ph.max_restarts) if ph.rank_faults and at_step and ph.hosts == 1 else 0
     if restarts:
         faults = tuple(
             replace(f, restart=0) for f in ph.rank_faults if f.action in RESTART_ACTIONS

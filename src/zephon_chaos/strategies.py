@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import STORE_ACTIONS, Phase, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import FOLLOWER_POINTS, LEADER_POINTS, lanes_per_rank, normalised
 from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
 from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
@@ -124,6 +124,19 @@ def _weighted(options: tuple[str, ...], weights: tuple[int, ...]) -> st.SearchSt
         cuts.append((total, option))
     return st.integers(0, total - 1).map(lambda k: next(o for cut, o in cuts if k < cut))
 
+
+HOSTED_STORE_ACTIONS = STORE_ACTIONS
+"""Faults of the harness-hosted store (``store_explicit``, torchrun tier, with ``faults``),
+simplest first: restarted empty, killed, stopped."""
+HOSTED_STORE_POINTS = ROUND_PHASES
+HOSTED_STORE_ROUNDS = (1, 2)
+STALLS_S = (1.0, 12.0)
+"""How long a stopped store stays stopped: within the round's budget (T = 2 s: the round
+may complete), and past its failure bound (9 s: the known stalled-store defect shows)."""
+RESTART_CHOICES = (0, 1)
+RESTART_ODDS = (3, 1)
+"""torchrun ``--max-restarts`` of a launch with a rank fault: none, or one (torchrun tier)."""
+_HOSTED_FAULT = _weighted(("none", "fault"), (3, 1))
 
 _LINK_FAULT = _weighted(("none", "fault"), (1, 2))
 """A link fault in a launch that can take one? Twice in three: the point of ``store_faults``."""
@@ -247,6 +260,18 @@ def _phase(
                     action=draw(_one_of(actions)),
                 )
             )
+    hosted: tuple[StoreFault, ...] = ()
+    restarts = 0
+    if faults and tier == "torchrun":
+        # Drawn whatever the launch is: normalising keeps them where the rules allow.
+        if draw(_HOSTED_FAULT) == "fault":
+            action = draw(_one_of(HOSTED_STORE_ACTIONS))
+            point = draw(_one_of(HOSTED_STORE_POINTS))
+            n = draw(_one_of(HOSTED_STORE_ROUNDS))
+            stall = draw(_one_of(STALLS_S))
+            at = point if n == 1 else f"{point}#{n}"
+            hosted = (StoreFault(action, at, stall if action == "sigstop" else 1.0),)
+        restarts = int(draw(_weighted(tuple(map(str, RESTART_CHOICES)), RESTART_ODDS)))
     # Drawn as is: ``scenario_rules.normalised`` makes the scenario obey the rules (a launch
     # with more ranks than lanes becomes a refusal, a link fault no round can time goes).
     return Phase(
@@ -256,6 +281,8 @@ def _phase(
         launch=launch,  # type: ignore[arg-type]
         rank_faults=tuple(drawn_faults),
         proxy_faults=link_faults,
+        store_faults=hosted,
+        max_restarts=restarts,
         retry=retry,
     )
 
@@ -346,5 +373,9 @@ def scenarios(
     if any(ph.proxy_faults for ph in scenario.phases):  # those normalising left in place
         scenario = scenario.with_(
             pipeline=replace(pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
+        )
+    if any(ph.store_faults for ph in scenario.phases):  # a faulted store fails rounds in seconds
+        scenario = scenario.with_(
+            pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
         )
     return scenario.validate()

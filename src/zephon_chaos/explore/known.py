@@ -138,10 +138,60 @@ STRING_KEY_ZERO_CID_RESTORE = KnownDefect(
     explains=_restored_string_keys_with_undrawn_lane,
 )
 
+
+
+_PHASE = re.compile(r"^phase (?P<phase>\d+): (rank \d+ took|liveness: unbounded wait: )")
+
+
+def _stalled_hosted_store(outcome: ScenarioOutcome, problem: str) -> bool:
+    """A faulted round's call over its bound in a launch whose hosted store was stopped, and
+    no longer than the stall plus that bound: the stall is what held it."""
+    from zephon_chaos.faults.hosted_store import StoreFaultLaunch
+    from zephon_chaos.oracles.faults import failure_bound_s
+
+    m = _PHASE.match(problem)
+    run = None if m is None else next(
+        (r for r in outcome.phases if r.index == int(m["phase"])), None
+    )
+    fault = None if run is None else run.fault
+    if not isinstance(fault, StoreFaultLaunch) or fault.fault.action != "sigstop":
+        return False
+    stalled, timeout_s = fault.stalled_s(), fault.timeout_s
+    measured = list(fault.verdict.durations.values()) if fault.verdict else []
+    bounds = [failure_bound_s(timeout_s)] * len(measured)
+    for p in run.liveness.problems if run.liveness else []:
+        measured.append(p.seconds)
+        bounds.append(p.bound)
+    return stalled > 0 and all(s <= stalled + b for s, b in zip(measured, bounds, strict=True))
+
+
+STALLED_HOSTED_STORE = KnownDefect(
+    id="stalled-store-blocks-store-calls",
+    summary=(
+        "a store that stops answering (its process stopped, or a link that delivers nothing) "
+        "keeps TorchKVStore calls blocked until it answers again, past any multiple of "
+        "aggregate_timeout_s, so a round stalled at the store fails only after the stall"
+    ),
+    evidence=(
+        "zephon 0.2.0 _internal/kvstore.py: KVStoreFactory documents that the timeout 'bounds "
+        "the store's blocking operations, including connection setup', and TorchKVStore "
+        "hands each call to c10d's TCPStore client, whose timeout does not bound a reply that "
+        "never comes (a connect to a stopped server also succeeds: the kernel completes it). "
+        "Standalone: tests/zephon/repro/stalled_store_process.py (T = 1 s, server SIGSTOPped "
+        "8 s: get returns after 8.0 s, a fresh client's wait after 9.0 s, both only at the "
+        "SIGCONT). Same root cause as the stalled-link finding (Toxiproxy timeout toxic, "
+        "docs/faults.md Findings 1). Minimal scenario: G 2 -> 2, C=2, store_explicit, T = 2 s, "
+        "the hosted store stopped 12 s at shard#1: both ranks fail after 12.1 s (bound 9 s)"
+    ),
+    explains=_stalled_hosted_store,
+)
+
+
 KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     CHECKPOINT_AFTER_RESTORE,
     MTP_WARNING_STAYS_IN_CHILD,
     STRING_KEY_ZERO_CID_RESTORE,
+    STALLED_HOSTED_STORE,
 )
 
 

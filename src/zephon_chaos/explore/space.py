@@ -84,6 +84,9 @@ class Dim(Enum):
     STORE_FAULT = "store fault (toxic, point, aggregation, retry)"
     STORE_FAULT_ROLE = "store fault (point, rank role)"
     STORE_FAULT_OUTCOME = "store fault outcome"
+    HOSTED_STORE_FAULT = "hosted store fault (action, round point)"
+    HOSTED_STORE_OUTCOME = "hosted store fault outcome"
+    RESTARTS = "torchrun --max-restarts"
 
 
 class Checkpoint(Enum):
@@ -105,6 +108,7 @@ class Relaunch(Enum):
     AFTER_CRASH = "after a crash"
     SAME_CHECKPOINT = "after a crash before any checkpoint: from the same checkpoint"
     SAME_RUN_ID = "after a crash before any checkpoint: same checkpoint, same run_id"
+    SURVIVING_STORE = "after a crash or a failed round, against the hosted store it left"
 
 
 class Why(Enum):
@@ -127,6 +131,8 @@ class Why(Enum):
     RESET_AT_START = "a reset at start resets nothing: the strategies move it to the first round"
     LEADER_ONLY = "only the leader (rank 0) announces a round and publishes its outcome"
     FOLLOWER_ONLY = "only followers acknowledge; the leader writes no ack"
+    HOSTED_STORE_INPROC = "the hosted store is faulted as a process of its own (torchrun tier)"
+    THREADS_NO_AGENT = "torchrun's agent restarts the workers; rank threads have no agent"
 
 
 @dataclass(frozen=True)
@@ -308,6 +314,7 @@ def declare(
             add(cell(Dim.STORE_FAULT_ROLE, point, role), store, _role_reason(point, role))
     for outcome in FAULT_OUTCOMES:
         add(cell(Dim.STORE_FAULT_OUTCOME, outcome), store)
+    out += _hosted_declared(inproc, faults, max_world, max_phases)
     return Space(tier, max_world, max_phases, faults, store_faults, tuple(out))
 
 
@@ -396,7 +403,8 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
             point = pf.at.partition("#")[0]
             yield cell(Dim.STORE_FAULT, pf.toxic, point, scenario.pipeline.aggregation, ph.retry)
             yield cell(Dim.STORE_FAULT_ROLE, point, ROLES[0] if pf.rank == 0 else ROLES[1])
-        if ph.rank_faults and i < len(scenario.phases) - 1:
+        yield from _hosted_cells(scenario, i)
+        if ph.rank_faults and not ph.max_restarts and i < len(scenario.phases) - 1:
             yield cell(Dim.RELAUNCH, Relaunch.AFTER_CRASH.value)
             if scenario.restore_index(i) is None and i > 0:
                 yield cell(Dim.RELAUNCH, Relaunch.SAME_CHECKPOINT.value)
@@ -412,7 +420,9 @@ def _outcome_cells(outcome: ScenarioOutcome) -> Iterator[Cell]:
             "mid-window" if r.mid_window else "window boundary",
         )
     for run in outcome.phases:
-        if run.fault is not None and run.fault.verdict is not None:
+        if run.phase.store_faults and run.fault is not None and run.fault.verdict is not None:
+            yield cell(Dim.HOSTED_STORE_OUTCOME, run.fault.verdict.outcome)
+        elif run.fault is not None and run.fault.verdict is not None:
             yield cell(Dim.STORE_FAULT_OUTCOME, run.fault.verdict.outcome)
         for rec in run.records:
             dry = rec.exhausted_after
@@ -432,3 +442,42 @@ def rarity(cells: Iterable[Cell], counts: Mapping[Cell, int], space: Space | Non
         ),
         default=0.0,
     )
+
+
+# ---- the harness-hosted store's faults and torchrun's restarts -----------------------------
+def _hosted_declared(inproc: bool, faults: bool, max_world: int, max_phases: int) -> list[Declared]:
+    """Cells of hosted-store faults, their outcomes, restarts and the surviving-store relaunch."""
+    from zephon_chaos.strategies import HOSTED_STORE_ACTIONS, HOSTED_STORE_POINTS, RESTART_CHOICES
+
+    off = Why.FAULTS_OFF if not faults else None
+    store = _first(Why.HOSTED_STORE_INPROC if inproc else None, off)
+    store = store or (Why.ONE_RANK if max_world < 2 else None)
+    out = [
+        Declared(cell(Dim.HOSTED_STORE_FAULT, action, point), store)
+        for action in HOSTED_STORE_ACTIONS
+        for point in HOSTED_STORE_POINTS
+    ]
+    out += [
+        Declared(cell(Dim.HOSTED_STORE_OUTCOME, o), store)
+        for o in (COMPLETED, FAILED, FINDING)
+    ]
+    agent = _first(Why.THREADS_NO_AGENT if inproc else None, off)
+    out += [
+        Declared(cell(Dim.RESTARTS, n), None if n == RESTART_CHOICES[0] else agent)
+        for n in RESTART_CHOICES
+    ]
+    relaunch = _first(off, Why.ONE_LAUNCH if max_phases < 2 else None)
+    out.append(Declared(cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value), relaunch))
+    return out
+
+
+def _hosted_cells(scenario: Scenario, i: int) -> Iterator[Cell]:
+    """Launch ``i``'s hosted-store fault and restarts, and a relaunch against the store a
+    crashed or failed launch left (``store_explicit``: it outlives the launches)."""
+    ph = scenario.phases[i]
+    for f in ph.store_faults:
+        yield cell(Dim.HOSTED_STORE_FAULT, f.action, f.at.partition("#")[0])
+    yield cell(Dim.RESTARTS, ph.max_restarts)
+    ended = (ph.rank_faults and not ph.max_restarts) or ph.store_faults
+    if ended and i < len(scenario.phases) - 1 and scenario.pipeline.aggregation == "store_explicit":
+        yield cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value)

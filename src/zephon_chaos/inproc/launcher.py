@@ -82,6 +82,17 @@ def inproc_refusal(scenario: Scenario) -> str | None:
                 f"{where}.proxy_faults: store-link faults go through the fault proxy between "
                 "rank processes and the store; run it with --tier torchrun"
             )
+        if ph.max_restarts:
+            return (
+                f"{where}.max_restarts: torchrun's agent restarts the workers, and here ranks "
+                "are threads with no agent; run it with --tier torchrun"
+            )
+        if ph.store_faults:
+            return (
+                f"{where}.store_faults: the hosted store is stopped, killed or restarted as a "
+                "process of its own, which the in-process tier does not host; run it with "
+                "--tier torchrun"
+            )
         if ph.lags:
             return (
                 f"{where}.lags: a lagging rank waits for a peer's checkpoint call over the "
