@@ -381,6 +381,9 @@ class Explorer:
                     raise violation_type(raised[0])(raised[0])
                 self._shrink_step(tier, runner, scenario, deadline, stats, raised[0])
                 return
+            # A torchrun round may last many minutes: unfinished shrinking goes on as soon
+            # as generating has earned it, not at the round's end only.
+            self._shrink_pending(deadline, stats)
             sig = self._check(tier, runner, scenario, deadline, stats)
             steering.observe(scenario)  # target(): toward cells this exploration reached least
             if sig is None or sig in self.settled:
@@ -560,7 +563,7 @@ class Explorer:
             self._pending.append(sig)
 
     def _shrink_pending(self, deadline: float, stats: TierStats) -> None:
-        """Go on polishing unfinished findings with what the last round's searching earned."""
+        """Go on polishing unfinished findings with what searching has earned since."""
         for sig in list(self._pending):
             if time.monotonic() >= deadline or not self._affordable(
                 stats, self._routes.get(sig, self.findings[sig].tier)
