@@ -8,6 +8,7 @@ records → oracles → outcome.
 from __future__ import annotations
 
 import contextlib
+import contextlib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -44,7 +45,9 @@ class PhaseRun:
     records: list[RankRecord]
     checkpoints: ckpt_oracle.CheckpointVerdict
     fault: Any = None
-    """A proxy-faulted launch's evidence and verdict (``faults.scenario_proxy.FaultedLaunch``)."""
+    """A faulted launch's evidence and verdict: a link fault's
+    (``faults.scenario_proxy.FaultedLaunch``) or a round-point rank fault's
+    (``faults.round_faults.RoundFaultLaunch``)."""
     liveness: liveness_oracle.LivenessVerdict | None = None
     """Zephon's timing promises on this launch: measured waits, propagation, problems."""
     policy: policy_oracle.PolicyVerdict | None = None
@@ -150,7 +153,7 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
         persist_format=scenario.persist_format,  # type: ignore[arg-type]
         out_dir=str(out_dir),
         data_dir=str(data_dir),
-        faults=phase.rank_faults,
+        faults=tuple(f for f in phase.rank_faults if not f.at_round),
         retry=phase.retry,
         sync=phase.sync,
         tp=phase.tp,
@@ -209,7 +212,13 @@ class ScenarioRunner:
         return ProxyFaultSession()
 
     def _launch(
-        self, name: str, spec: WorkloadSpec, world_size: int, path: str, hosts: int = 1
+        self,
+        name: str,
+        spec: WorkloadSpec,
+        world_size: int,
+        path: str,
+        hosts: int = 1,
+        deadline_s: float | None = None,
     ) -> GroupResult:
         spec_file = Path(spec.out_dir) / "spec.json"
         spec.write(spec_file)
@@ -222,7 +231,7 @@ class ScenarioRunner:
                 nnodes=hosts,
                 hosts=hosts,
                 path=path,  # type: ignore[arg-type]
-                deadline_s=self._deadline(),
+                deadline_s=self._deadline() if deadline_s is None else deadline_s,
                 name=name,
                 max_restarts=self._launch_restarts,
             )
@@ -270,12 +279,23 @@ class ScenarioRunner:
                 if phase.max_restarts:
                     spec = replace(spec, resume_on_restart=True)
                 self._launch_restarts = phase.max_restarts
+                deadline = self._deadline()
                 if phase.proxy_faults:
                     proxy_faults = proxy_faults or self.open_proxy_faults()
                     spec, faulted = proxy_faults.prepare(spec, phase.proxy_faults, phase.world_size)
-                result = self._launch(
-                    f"s{self._count}-phase{i}", spec, phase.world_size, phase.launch, phase.hosts
-                )
+                    deadline = min(deadline, stall_deadline_s(phase.proxy_faults, spec) or deadline)
+                rounds = round_fault_launch(phase, spec.pipeline.aggregate_timeout_s)
+                if rounds is not None:
+                    spec = rounds.prepare(spec)
+                with rounds.watching(deadline) if rounds else contextlib.nullcontext():
+                    result = self._launch(
+                        f"s{self._count}-phase{i}",
+                        spec,
+                        phase.world_size,
+                        phase.launch,
+                        phase.hosts,
+                        deadline,
+                    )
                 watching.close()
                 self._launch_restarts = 0
                 if phase.max_restarts and phase.rank_faults:
@@ -320,7 +340,15 @@ class ScenarioRunner:
                         if run.restore_index is not None:
                             track.keep(run, run.restore_index)
                         continue
-                if phase.rank_faults:
+                if rounds is not None:
+                    run.fault = rounds
+                    outcome.problems += rounds.judge(run)
+                    if not result.ok:
+                        # Ended or failed by its fault: the next restores the last that survived.
+                        if run.restore_index is not None:
+                            track.keep(run, run.restore_index)
+                        continue
+                elif phase.rank_faults:
                     index = scenario.restore_index(i)
                     crashed = crash_problems(run, index, c)
                     outcome.problems += crashed
@@ -396,6 +424,24 @@ class ScenarioRunner:
             return None
         self.reference_cache[key] = records
         return records
+
+
+def round_fault_launch(phase: Phase, timeout_s: float) -> Any:
+    """The launch's round-point rank fault, ready to run (``faults.round_faults``), or None."""
+    fault = next((f for f in phase.rank_faults if f.at_round), None)
+    if fault is None:
+        return None
+    from zephon_chaos.faults.round_faults import RoundFaultLaunch
+
+    return RoundFaultLaunch(fault, timeout_s)
+
+
+def stall_deadline_s(faults: Any, spec: WorkloadSpec) -> float | None:
+    """A short deadline for a launch whose link a ``timeout`` toxic stalls (a known Zephon
+    defect blocks its store calls for good): ``faults.scenario_proxy.stall_deadline_s``."""
+    from zephon_chaos.faults.scenario_proxy import stall_deadline_s as deadline_of
+
+    return deadline_of(faults, spec.pipeline.aggregate_timeout_s)
 
 
 def expected_failure_problems(

@@ -329,11 +329,13 @@ def checkpoints_before_faults(
 
     A fault fires on its rank before batch ``at_step * lanes``, ahead of a checkpoint due at
     that same batch; the checkpoints that rank reaches first are the collective ones. None
-    when no fault applies.
+    when no fault applies. A fault timed by a round point is none of these: which of its
+    launch's checkpoints survive is the fault oracle's to judge (the runner restores the
+    last that did), so statically its launch hands on its last, as a link-faulted one does.
     """
     counts: list[int] = []
     for f in faults:
-        if not 0 <= f.rank < world_size or world_size // tp > canonical_replicas:
+        if f.at_round or not 0 <= f.rank < world_size or world_size // tp > canonical_replicas:
             continue
         per = max(1, len(lanes_of(f.rank, world_size, canonical_replicas, mapping, tp)))
         marks = {c.step * per + min(c.extra, per) for c in checkpoints}

@@ -22,13 +22,19 @@ Rules, per launch ``i`` (C: its canonical_replicas):
 * a launch followed by another checkpoints (the next restores from it), unless a rank fault
   ends it; checkpoints lie within its steps and are collective on every rank;
 * rank faults name a rank of the launch and a step within it; none over finite data (a rank
-  whose data ran out never reaches its fault), and none beside a link fault;
+  whose data ran out never reaches its fault), and none beside a link fault; a ``sigstop``
+  only at a round point (the harness continues a rank it heard stop there);
+* a rank fault at a round point (``RankFault.at``: ``shard``, ``ack#2``, ...) is the launch's
+  only rank fault, one of ``RANK_POINT_ACTIONS``, where a round can time it (as a link
+  fault below), on a rank that writes its point, in round n at most the checkpoint count,
+  and not beside ``dcp`` persistence (a split outcome would block its collective save);
 * link faults (``proxy_faults``) only where a checkpoint round can time them: two or more
-  ranks, aggregation ``store``, a runner other than ``process``, no ``mtp_mode``, at least
-  one checkpoint, and not a restored launch that checkpoints before its first batch; the
-  leader-only points (announce, outcome) on rank 0, the follower-only one (ack) elsewhere;
-  a ``reset_peer`` at a round point (at start it resets nothing); the n-th round at most the
-  launch's checkpoint count; a retry policy only with a link fault;
+  ranks, aggregation through a store (``store`` or ``store_explicit``), a runner other than
+  ``process``, no ``mtp_mode``, at least one checkpoint, and not a restored launch that
+  checkpoints before its first batch; the leader-only points (announce, outcome) on rank 0,
+  the follower-only one (ack) elsewhere; a ``reset_peer`` at a round point (at start it
+  resets nothing); the n-th round at most the launch's checkpoint count; a retry policy only
+  with a link fault or a round-point rank fault;
 * over finite data the last launch can run dry (it would otherwise stop with lanes out of
   step, which the batch oracle cannot compare);
 * ``sync: free`` only with two or more ranks (one rank is late for no one); a lag
@@ -49,7 +55,14 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from zephon_chaos.lanes import lanes_of
-from zephon_chaos.workload.spec import ROUND_PHASES, CheckpointAt, DataSpec, RankLag
+from zephon_chaos.workload.spec import (
+    COLLECTIVE_FORMATS,
+    ROUND_PHASES,
+    CheckpointAt,
+    DataSpec,
+    RankFault,
+    RankLag,
+)
 
 if TYPE_CHECKING:
     from zephon_chaos.scenario import Phase, ProxyFault, Scenario
@@ -65,6 +78,14 @@ LEADER_POINTS = ("announce", "outcome")
 FOLLOWER_POINTS = ("ack",)
 """Round points only followers write."""
 STREAMS = ("upstream", "downstream")
+STORE_AGGREGATIONS = ("store", "store_explicit")
+"""Aggregation modes whose rounds go through a store the ranks' clients reach (link faults,
+the interposer): torchrun's (``torch://``) or the harness-hosted one (``torch://host:port``)."""
+RANK_POINT_ACTIONS = ("raise", "exit", "sigkill", "sigterm", "sigstop")
+"""Rank faults a round point can time, simplest first; ``sigstop`` is followed by the
+harness's SIGCONT (``faults.round_faults``)."""
+ROUND_ONLY_ACTIONS = ("sigstop",)
+"""Rank faults a scenario times only by a round point: at a step nothing would continue it."""
 
 
 class Refusal(Enum):
@@ -75,10 +96,10 @@ class Refusal(Enum):
 
 
 class NoRound(Enum):
-    """Why no checkpoint round of a launch can time a link fault."""
+    """Why no checkpoint round of a launch can time a link fault or a round-point rank fault."""
 
     ONE_RANK = "one rank never contacts the store"
-    NOT_STORE = "aggregation is not 'store', so no rank talks to torchrun's store"
+    NOT_STORE = "aggregation 'dir' has no store, so no rank's store traffic to time or fault"
     PROCESS_RUNNER = "worker processes write the round, not the rank whose link is faulted"
     MTP_MODE = "the MTP child writes the round, not the rank whose link is faulted"
     NO_CHECKPOINT = "the launch takes no checkpoint, so it runs no round"
@@ -150,7 +171,7 @@ def no_round(s: Scenario, i: int) -> NoRound | None:
     ph, p = s.phases[i], s.pipeline
     if ph.world_size < 2:
         return NoRound.ONE_RANK
-    if p.aggregation != "store":
+    if p.aggregation not in STORE_AGGREGATIONS:
         return NoRound.NOT_STORE
     if p.runner == "process":
         return NoRound.PROCESS_RUNNER
@@ -172,6 +193,12 @@ def round_point(at: str) -> tuple[str, int] | None:
     if point not in ROUND_PHASES or (n and not (n.isdigit() and int(n) >= 1)):
         return None
     return point, int(n or 1)
+
+
+def rank_point(f: RankFault) -> tuple[str, int] | None:
+    """A round-point rank fault's (point, n); None for one at a step or a malformed ``at``."""
+    point = round_point(f.at) if f.at_round else None
+    return None if point is None or point[0] == "start" else point
 
 
 def writes_point(point: str, rank: int) -> bool:
@@ -364,27 +391,76 @@ def _rank_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
             f"{where}.rank_faults",
             "a launch with a link fault has no rank fault (neither verdict would be clear)",
         )
+    if len(ph.rank_faults) > 1 and any(f.at_round for f in ph.rank_faults):
+        yield Violation(
+            f"{where}.rank_faults",
+            "a launch with a round-point rank fault has no other (one fault, one verdict)",
+        )
     for j, f in enumerate(ph.rank_faults):
         if not 0 <= f.rank < ph.world_size:
             yield Violation(
                 f"{where}.rank_faults[{j}].rank",
                 f"must name a rank of the launch's {ph.world_size}",
             )
+        if f.at_round:
+            yield from _rank_point_violations(s, i, f, f"{where}.rank_faults[{j}]")
+            continue
         if not 0 <= f.at_step <= ph.steps:
             yield Violation(
                 f"{where}.rank_faults[{j}].at_step",
                 f"must lie within the launch's {ph.steps} steps",
             )
+        if f.action in ROUND_ONLY_ACTIONS:
+            yield Violation(
+                f"{where}.rank_faults[{j}].at",
+                f"a {f.action} at a step has nothing to continue it: time it by a round point "
+                f"({', '.join(ROUND_PHASES)})",
+            )
+
+
+def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Iterator[Violation]:
+    ph = s.phases[i]
+    point = rank_point(f)
+    if point is None:
+        yield Violation(
+            f"{where}.at",
+            f"{f.at!r} is not 'step' or a round point ({', '.join(ROUND_PHASES)}) with an "
+            "optional '#n' (n >= 1)",
+        )
+        return
+    name, n = point
+    if f.action not in RANK_POINT_ACTIONS:
+        yield Violation(
+            f"{where}.action",
+            f"{f.action!r} is not a round-point fault; one of {', '.join(RANK_POINT_ACTIONS)}",
+        )
+    blocked = no_round(s, i)
+    if blocked is not None:
+        yield Violation(f"{where}.at", f"no round can time a rank fault: {blocked.value}")
+    elif 0 <= f.rank < ph.world_size and not writes_point(name, f.rank):
+        who = "the leader (rank 0)" if name in LEADER_POINTS else "followers (not rank 0)"
+        yield Violation(f"{where}.rank", f"only {who} write(s) {name!r}: rank {f.rank} never does")
+    if n > len(ph.checkpoints):
+        yield Violation(
+            f"{where}.at",
+            f"round {n} of {name!r}, but the launch takes {len(ph.checkpoints)} checkpoint(s)",
+        )
+    if s.persist_format in COLLECTIVE_FORMATS:
+        yield Violation(
+            f"{where}.at",
+            f"no round-point rank fault beside {s.persist_format!r} persistence: the ranks "
+            "that got a split outcome's checkpoint would block in its collective save",
+        )
 
 
 def _link_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     ph, where = s.phases[i], f"phases[{i}]"
     if not ph.proxy_faults:
-        if ph.retry != "none" and not ph.lags:
+        if ph.retry != "none" and not any(f.at_round for f in ph.rank_faults) and not ph.lags:
             yield Violation(
                 f"{where}.retry",
-                f"retry {ph.retry!r} needs a link fault or a lag to fail a round; without one "
-                "use 'none'",
+                f"retry {ph.retry!r} needs a link fault, a round-point rank fault or a lag to "
+                "fail a round; without one use 'none'",
             )
         return
     blocked = no_round(s, i)
@@ -462,6 +538,7 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
     rows = sum(src.rows() for src in s.data.sources)
     steps = max(ph.steps, RUN_DRY_STEPS, rows) if last and finite else ph.steps
     c, mapping = s.canonical_replicas(i), s.pipeline.mapping
+    at_round = [f for f in ph.rank_faults if f.at_round]
     ph = replace(
         ph,
         expect_failure=False,
@@ -476,7 +553,14 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
         ),
         rank_faults=()
         if finite
-        else tuple(f for f in ph.rank_faults if 0 <= f.rank < ph.world_size and f.at_step <= steps),
+        else tuple(
+            f
+            for f in ph.rank_faults
+            if not f.at_round
+            and 0 <= f.rank < ph.world_size
+            and f.at_step <= steps
+            and f.action not in ROUND_ONLY_ACTIONS
+        ),
         proxy_faults=tuple(_placed(f, ph.world_size) for f in ph.proxy_faults),
     )
 
@@ -492,8 +576,25 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
     faults = tuple(f for f in ph.proxy_faults if (round_point(f.at) or ("", 0))[1] <= rounds)
     if no_round(here(ph), i) is not None:
         faults = ()
-    ph = _synced(replace(ph, proxy_faults=faults))
-    return replace(ph, retry=ph.retry if faults or ph.lags else "none")
+    ph = replace(ph, proxy_faults=faults)
+    point_fault = None if faults or finite else _placed_rank_fault(here(ph), i, at_round)
+    if point_fault is not None:
+        ph = replace(ph, rank_faults=(point_fault,))
+    ph = _synced(ph)
+    return replace(ph, retry=ph.retry if faults or point_fault or ph.lags else "none")
+
+
+def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> RankFault | None:
+    """The first round-point rank fault on a rank that writes its point, if a round can
+    time it (else None: the launch keeps its step faults)."""
+    ph = s.phases[i]
+    if not faults or no_round(s, i) is not None or s.persist_format in COLLECTIVE_FORMATS:
+        return None
+    f = faults[0]
+    point = rank_point(f)
+    if point is None or point[1] > len(ph.checkpoints) or f.action not in RANK_POINT_ACTIONS:
+        return None
+    return replace(f, rank=_writer(point[0], f.rank, ph.world_size), at_step=0)
 
 
 def _synced(ph: Phase) -> Phase:
@@ -565,16 +666,18 @@ def _placed(f: ProxyFault, world: int) -> ProxyFault:
     at = f.at
     if f.toxic == "reset_peer" and point[0] == "start":
         at = ROUND_PHASES[0]
-    name = at.partition("#")[0]
-    rank = f.rank
-    if not (0 <= rank < world and writes_point(name, rank)):
-        if name in LEADER_POINTS:
-            rank = 0
-        elif name in FOLLOWER_POINTS:
-            rank = 1 + rank % max(1, world - 1)
-        else:
-            rank = rank % world
-    return replace(f, rank=rank, at=at)
+    return replace(f, rank=_writer(at.partition("#")[0], f.rank, world), at=at)
+
+
+def _writer(name: str, rank: int, world: int) -> int:
+    """``rank`` if it writes round point ``name`` in a world of ``world``, else one that does."""
+    if 0 <= rank < world and writes_point(name, rank):
+        return rank
+    if name in LEADER_POINTS:
+        return 0
+    if name in FOLLOWER_POINTS:
+        return 1 + rank % max(1, world - 1)
+    return rank % world
 
 
 

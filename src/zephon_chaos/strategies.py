@@ -4,9 +4,10 @@ Trajectories of 1-5 launches over world sizes 1..max (same size again, growth, s
 dividing C, G > C, which Zephon must refuse), checkpoints at any step (step 0 before the
 first batch, mid-window, after the data ran out), every persistence format, aggregation mode
 and runner, relaunches after a crash from the same checkpoint with the same run_id, rank
-fault schedules and (``store_faults``, torchrun tier) faults on a rank's link to the
-aggregation store at a logical point of a checkpoint round, with the retry policy the
-workload follows after a failed checkpoint.
+fault schedules (on torchrun at a step or at a point of a checkpoint round, on the leader or
+a follower) and (``store_faults``, torchrun tier) faults on a rank's link to the aggregation
+store at a logical point of a checkpoint round, with the retry policy the workload follows
+after a failed checkpoint.
 
 Shrinking: every choice is drawn so that its simplest value comes first (integer ranges
 start at the smallest, ``sampled_from`` lists start with the plainest option, optional parts
@@ -23,7 +24,14 @@ from typing import Any, Literal
 from hypothesis import strategies as st
 
 from zephon_chaos.scenario import STORE_ACTIONS, Phase, ProxyFault, Scenario, StoreFault
-from zephon_chaos.scenario_rules import FOLLOWER_POINTS, LEADER_POINTS, lanes_per_rank, normalised
+from zephon_chaos.scenario_rules import (
+    FOLLOWER_POINTS,
+    LEADER_POINTS,
+    RANK_POINT_ACTIONS,
+    STORE_AGGREGATIONS,
+    lanes_per_rank,
+    normalised,
+)
 from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
 from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
 from zephon_chaos.scenario_rules import collective as collective  # re-exported
@@ -33,6 +41,7 @@ from zephon_chaos.validation.rules import (
     SHUTDOWN_MODES,
 )
 from zephon_chaos.workload.spec import (
+    AT_STEP,
     RETRIES,
     ROUND_PHASES,
     CheckpointAt,
@@ -52,11 +61,20 @@ torchrun's store, DCP persistence) become the common case on torchrun; ``default
 worker processes rare, as each launch of them takes tens of seconds."""
 THREAD_FAULTS = ("raise",)
 PROCESS_FAULTS = ("raise", "exit", "sigkill", "sigterm")
-"""Simplest first. ``sigstop`` (a hang) and ``kill_agent`` are left to targeted tests."""
-STORE_TOXICS = ("latency", "down", "reset_peer")
-"""Link faults, simplest first: a slow link, a link that is gone, a connection reset. The
-``timeout`` toxic (a link that stalls) is left out: it hangs any lockstep checkpoint to the
-launch deadline, a known Zephon defect pinned by a strict xfail in test_faults_store.py."""
+"""Simplest first. ``kill_agent`` is left to targeted tests; ``sigstop`` is drawn only at a
+round point (``ROUND_FAULTS``), where the harness continues the stopped rank."""
+ROUND_FAULTS = RANK_POINT_ACTIONS
+"""Rank faults at a round point: ``PROCESS_FAULTS`` then ``sigstop`` (drawn at a step too,
+where normalising drops it, so that the action keeps its meaning when ``at`` shrinks)."""
+RANK_FAULT_POINTS = (AT_STEP, *ROUND_PHASES)
+"""When a rank fault fires, simplest first: at a step, or before a write of a round point."""
+ROUND_NUMBERS = (1, 2)
+"""The round (``#n``) a round-point fault hits: the first, or one after a completed one."""
+STORE_TOXICS = ("latency", "down", "reset_peer", "timeout")
+"""Link faults, simplest first: a slow link, a link that is gone, a connection reset, a link
+that stalls (``timeout``: a known Zephon defect keeps store calls on it blocked, so a launch
+that waits for the stalled rank hangs; it runs under a short deadline,
+``faults.scenario_proxy.stall_deadline_s``, and its outcome is ``known.stalled-store-link``)."""
 LATENCIES_MS = (10, 50, 200)
 LEADER_PHASES = LEADER_POINTS
 FOLLOWER_PHASES = FOLLOWER_POINTS
@@ -74,6 +92,9 @@ MTP_CHOICES = ("off", "on")
 TORCHRUN_MTP_ODDS = (19, 1)
 """``mtp_mode`` on torchrun only (its child process, like worker processes, needs one)."""
 DOWNSTREAM_MTP_ODDS = (1, 2)
+STORE_FAULT_AGGREGATIONS = STORE_AGGREGATIONS
+STORE_FAULT_AGGREGATION_ODDS = (3, 1)
+"""With store faults: torchrun's store, or (one in four) the one the harness hosts."""
 MAPPING_CHOICES = ("contiguous", "interleaved")
 AGGREGATION_CHOICES = ("store", "store_explicit", "dir")
 AGGREGATION_ODDS = (1, 1, 1)
@@ -183,8 +204,8 @@ def pipeline_specs(
 ) -> st.SearchStrategy[PipelineSpec]:
     """C, mapping, runner, ``mtp_mode``, aggregation and Zephon's options on that path (codec,
     timeout, prefetch depth, shutdown mode), each shrinking to its default; worker processes
-    only on torchrun; ``store_only``: aggregation through torchrun's store (what link faults
-    act on); ``profile``: see ``PROFILES``."""
+    only on torchrun; ``store_only``: aggregation through a store (torchrun's or the harness's:
+    what link faults act on); ``profile``: see ``PROFILES``."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     downstream = profile == "downstream"
@@ -205,7 +226,7 @@ def pipeline_specs(
         mapping=st.sampled_from(MAPPING_CHOICES),
         runner=_weighted(RUNNER_CHOICES, runner_odds),
         mtp_mode=mtp,
-        aggregation=st.just("store")
+        aggregation=_weighted(STORE_FAULT_AGGREGATIONS, STORE_FAULT_AGGREGATION_ODDS)
         if store_only
         else _weighted(AGGREGATION_CHOICES, agg_odds),
         aggregate_timeout_s=_one_of(AGGREGATE_TIMEOUTS_S),
@@ -251,15 +272,21 @@ def _phase(
     link_faults, retry = _store_faults(draw, world) if store_faults else ((), "none")
     drawn_faults: list[RankFault] = []
     if faults:
-        actions = THREAD_FAULTS if tier == "inproc" else PROCESS_FAULTS
+        actions = THREAD_FAULTS if tier == "inproc" else ROUND_FAULTS
         for _ in range(draw(_ints(0, 1))):
-            drawn_faults.append(
-                RankFault(
-                    rank=draw(_ints(0, world - 1)),
-                    at_step=draw(_ints(0, steps)),
-                    action=draw(_one_of(actions)),
-                )
+            fault = RankFault(
+                rank=draw(_ints(0, world - 1)),
+                at_step=draw(_ints(0, steps)),
+                action=draw(_one_of(actions)),
             )
+            if tier == "torchrun":
+                # Any rank and round: normalising moves it to one that writes the point.
+                point, n = draw(_one_of(RANK_FAULT_POINTS)), draw(_one_of(ROUND_NUMBERS))
+                fault_retry = draw(_one_of(RETRIES))
+                if point != AT_STEP:
+                    fault = replace(fault, at=point if n == 1 else f"{point}#{n}")
+                    retry = retry if link_faults else fault_retry
+            drawn_faults.append(fault)
     hosted: tuple[StoreFault, ...] = ()
     restarts = 0
     if faults and tier == "torchrun":
@@ -299,8 +326,8 @@ def _store_faults(draw: st.DrawFn, world: int) -> tuple[tuple[ProxyFault, ...], 
     # Any rank: normalising moves it to one that writes the point (rank 0 for the leader's).
     rank = draw(_ints(0, 3)) % max(1, world)
     attributes = {"latency": draw(_one_of(LATENCIES_MS))} if toxic == "latency" else {}
-    if toxic == "reset_peer":
-        attributes = {"timeout": 0}
+    if toxic in ("reset_peer", "timeout"):
+        attributes = {"timeout": 0}  # reset at once; stall for good
     retry = draw(_one_of(RETRIES))
     return (ProxyFault(rank=rank, toxic=toxic, attributes=attributes, at=at),), retry
 
@@ -370,7 +397,8 @@ def scenarios(
             name="generated",
         )
     )
-    if any(ph.proxy_faults for ph in scenario.phases):  # those normalising left in place
+    if any(ph.proxy_faults or any(f.at_round for f in ph.rank_faults) for ph in scenario.phases):
+        # Faults normalising left in place fail their rounds in seconds.
         scenario = scenario.with_(
             pipeline=replace(pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
         )

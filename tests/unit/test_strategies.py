@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 
 from zephon_chaos.inproc import inproc_refusal
 from zephon_chaos.scenario import ProxyFault, Scenario
-from zephon_chaos.scenario_rules import normalised, violations
+from zephon_chaos.scenario_rules import (
+    LEADER_POINTS,
+    RANK_POINT_ACTIONS,
+    STORE_AGGREGATIONS,
+    normalised,
+    rank_point,
+    violations,
+)
 from zephon_chaos.strategies import (
     DOWNSTREAM_AGGREGATION_ODDS,
     DOWNSTREAM_MTP_ODDS,
@@ -31,7 +38,13 @@ from zephon_chaos.validation.rules import (
     AGGREGATE_SERIALIZERS,
     SHUTDOWN_MODES,
 )
-from zephon_chaos.workload.spec import RETRIES, CheckpointAt, PipelineSpec
+from zephon_chaos.workload.spec import (
+    RETRIES,
+    ROUND_PHASES,
+    CheckpointAt,
+    PipelineSpec,
+    RankFault,
+)
 
 SHRINK = settings(
     database=None, max_examples=3000, suppress_health_check=list(HealthCheck), deadline=None
@@ -49,7 +62,7 @@ REACH = settings(SHRINK, phases=[Phase.generate])
 def test_every_generated_scenario_is_valid_and_round_trips(scenario: Scenario) -> None:
     assert Scenario.from_json(scenario.to_json()) == scenario
     for i, ph in enumerate(scenario.phases):
-        refused = ph.world_size > scenario.canonical_replicas(i)
+        refused = ph.dp > scenario.canonical_replicas(i)  # DP groups, not ranks
         assert refused == ph.expect_failure
         if refused:
             assert ph.expect_error == REFUSAL_ERROR
@@ -200,11 +213,71 @@ def test_a_link_fault_can_act_where_it_is_placed(scenario: Scenario) -> None:
             assert 1 <= fault.rank < ph.world_size
         else:
             assert 0 <= fault.rank < ph.world_size
-    assert all(ph.retry == "none" for ph in scenario.phases if not ph.proxy_faults)
+    for ph in scenario.phases:
+        if not ph.proxy_faults and not any(f.at_round for f in ph.rank_faults):
+            assert ph.retry == "none"
     if faults:
         assert scenario.pipeline.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
         p = scenario.pipeline
-        assert p.aggregation == "store" and p.runner != "process" and not p.mtp_mode
+        assert p.aggregation in STORE_AGGREGATIONS
+        assert p.runner != "process" and not p.mtp_mode
+
+
+def _point_faults(s: Scenario) -> list[tuple[int, RankFault, str]]:
+    return [(i, f, ph.retry) for i, ph in enumerate(s.phases) for f in ph.rank_faults if f.at_round]
+
+
+TORCHRUN = scenarios(tier="torchrun")
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        *[
+            lambda s, a=a: any(f.action == a for _, f, _ in _point_faults(s))
+            for a in RANK_POINT_ACTIONS
+        ],
+        *[
+            lambda s, p=p: any(f.at.partition("#")[0] == p for _, f, _ in _point_faults(s))
+            for p in ROUND_PHASES
+        ],
+        lambda s: any(f.at.endswith("#2") for _, f, _ in _point_faults(s)),
+        lambda s: any(f.at.startswith("shard") and f.rank == 0 for _, f, _ in _point_faults(s)),
+        lambda s: any(f.at.startswith("shard") and f.rank > 0 for _, f, _ in _point_faults(s)),
+        lambda s: bool(_point_faults(s)) and s.pipeline.aggregation == "store_explicit",
+        *[lambda s, r=r: any(x == r for _, _, x in _point_faults(s)) for r in RETRIES[1:]],
+    ],
+    ids=[
+        *RANK_POINT_ACTIONS,
+        *ROUND_PHASES,
+        "second-round",
+        "leader-shard",
+        "follower-shard",
+        "explicit-store",
+        *RETRIES[1:],
+    ],
+)
+def test_the_torchrun_strategy_reaches_rank_faults_at_round_points(feature) -> None:
+    find(TORCHRUN, feature, settings=REACH)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(TORCHRUN)
+def test_a_round_point_rank_fault_can_fire_where_it_is_placed(scenario: Scenario) -> None:
+    """Alone in its launch, on a rank that writes its point, in a round the launch runs,
+    through a store the rank's own process writes to, failing its round in seconds."""
+    for i, f, _ in _point_faults(scenario):
+        ph, p = scenario.phases[i], scenario.pipeline
+        point = rank_point(f)
+        assert point is not None and ph.rank_faults == (f,) and not ph.proxy_faults
+        assert f.action in RANK_POINT_ACTIONS and 1 <= point[1] <= len(ph.checkpoints)
+        assert ph.world_size >= 2 and p.aggregation in STORE_AGGREGATIONS
+        assert p.runner != "process" and not p.mtp_mode and scenario.persist_format != "dcp"
+        assert (f.rank == 0) == (point[0] in LEADER_POINTS) or point[0] in ("shard", "participants")
+        assert point[0] != "ack" or f.rank > 0
+        assert p.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
+    for ph in scenario.phases:
+        assert not any(f.action == "sigstop" and not f.at_round for f in ph.rank_faults)
 
 
 def test_store_faults_need_the_torchrun_tier() -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 
+from zephon_chaos.faults.round_faults import RoundFaultLaunch
 from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
@@ -37,11 +38,14 @@ from zephon_chaos.strategies import (
     PERSIST_FORMATS,
     PREFETCH_CHOICES,
     PROCESS_FAULTS,
+    RANK_FAULT_POINTS,
+    ROUND_FAULTS,
     RUN_ID_POLICIES,
     RUNNER_CHOICES,
     SERIALIZER_CHOICES,
     SHUTDOWN_CHOICES,
     SHUTDOWN_ODDS,
+    STORE_FAULT_AGGREGATIONS,
     STORE_FAULT_TIMEOUT_S,
     STORE_TOXICS,
     THREAD_FAULTS,
@@ -49,7 +53,7 @@ from zephon_chaos.strategies import (
     TORCHRUN_RUNNER_ODDS,
     persist_odds,
 )
-from zephon_chaos.workload.spec import RETRIES, ROUND_PHASES
+from zephon_chaos.workload.spec import AT_STEP, RETRIES, ROUND_PHASES
 
 START = "start"
 """A link fault from the launch's start rather than at a round point."""
@@ -81,6 +85,9 @@ class Dim(Enum):
     RELAUNCH = "relaunch"
     RESUME = "resume (topology, window)"
     RANK_FAULT = "rank fault"
+    RANK_FAULT_POINT = "rank fault (action, step or round point, aggregation, retry)"
+    RANK_FAULT_ROLE = "rank fault at a round point (point, rank role)"
+    RANK_FAULT_OUTCOME = "rank fault at a round point: outcome"
     STORE_FAULT = "store fault (toxic, point, aggregation, retry)"
     STORE_FAULT_ROLE = "store fault (point, rank role)"
     STORE_FAULT_OUTCOME = "store fault outcome"
@@ -126,11 +133,14 @@ class Why(Enum):
     STORE_FAULTS_INPROC = "store-link faults sit between rank processes and the store (torchrun)"
     STORE_FAULTS_OFF = "store faults are off (explore --store-faults on the torchrun tier)"
     ONE_RANK = "a link fault needs two ranks: a single rank never contacts the store"
-    STORE_ONLY = "with store faults every scenario aggregates through torchrun's store"
+    STORE_ONLY = "with store faults every scenario aggregates through a store (no dir)"
     DIR_NO_STORE = "aggregate_dir has no store traffic to fault"
     RESET_AT_START = "a reset at start resets nothing: the strategies move it to the first round"
     LEADER_ONLY = "only the leader (rank 0) announces a round and publishes its outcome"
     FOLLOWER_ONLY = "only followers acknowledge; the leader writes no ack"
+    THREADS_NO_ROUND_FAULT = "a round-point rank fault fires in a rank process (torchrun tier)"
+    STOP_AT_STEP = "a stop at a step has nothing to continue it: drawn at round points only"
+    RETRY_NEEDS_ROUND = "a retry policy needs a failed round; a step fault ends the launch"
     HOSTED_STORE_INPROC = "the hosted store is faulted as a process of its own (torchrun tier)"
     THREADS_NO_AGENT = "torchrun's agent restarts the workers; rank threads have no agent"
 
@@ -241,7 +251,7 @@ def declare(
     for agg, odd in zip(AGGREGATION_CHOICES, agg_odds, strict=True):
         add(
             cell(Dim.AGGREGATION, agg),
-            Why.STORE_ONLY if store_only and agg != "store" else None,
+            _store_only(store_only, agg),
             None if odd > 0 else Why.NO_ODDS,
         )
     fmt_odds = persist_odds(tier, store_only, profile)  # type: ignore[arg-type]
@@ -264,9 +274,11 @@ def declare(
         for choice, odd in zip(choices, codec_odds, strict=True):
             add(cell(dim, choice), None if odd > 0 else Why.NO_ODDS)
     for timeout in (*AGGREGATE_TIMEOUTS_S, STORE_FAULT_TIMEOUT_S):
-        link_only = timeout not in AGGREGATE_TIMEOUTS_S
-        reason = _store_reason(inproc, store_faults, max_world) if link_only else None
-        add(cell(Dim.TIMEOUT, timeout), reason)
+        # The short timeout of a scenario with link faults or a round-point rank fault.
+        fault_only = timeout not in AGGREGATE_TIMEOUTS_S
+        round_rank_faults = faults and not inproc and max_world >= 2
+        reason = _store_reason(inproc, store_faults, max_world) if fault_only else None
+        add(cell(Dim.TIMEOUT, timeout), None if round_rank_faults else reason)
     for prefetch in PREFETCH_CHOICES:
         add(cell(Dim.PREFETCH, prefetch))
     for policy in RUN_ID_POLICIES:
@@ -293,10 +305,35 @@ def declare(
                 one_launch,
                 one_size if topology == "resized" else None,
             )
-    drawn_faults = THREAD_FAULTS if inproc else PROCESS_FAULTS
+    drawn_faults = THREAD_FAULTS if inproc else ROUND_FAULTS
     not_drawn = Why.THREADS_NO_PROCESS_FAULT if inproc else Why.NO_ODDS
-    for action in dict.fromkeys((*PROCESS_FAULTS, *THREAD_FAULTS)):
+    all_actions = dict.fromkeys((*PROCESS_FAULTS, *ROUND_FAULTS, *THREAD_FAULTS))
+    for action in all_actions:
         add(cell(Dim.RANK_FAULT, action), no_faults, None if action in drawn_faults else not_drawn)
+    for action in all_actions:
+        for point in RANK_FAULT_POINTS:
+            for agg in AGGREGATION_CHOICES:
+                for retry in RETRIES:
+                    at_step = point == AT_STEP
+                    add(
+                        cell(Dim.RANK_FAULT_POINT, action, point, agg, retry),
+                        no_faults,
+                        None if action in drawn_faults else not_drawn,
+                        Why.THREADS_NO_ROUND_FAULT if inproc and not at_step else None,
+                        Why.STOP_AT_STEP if at_step and action not in PROCESS_FAULTS else None,
+                        Why.RETRY_NEEDS_ROUND if at_step and retry != RETRIES[0] else None,
+                        Why.DIR_NO_STORE if agg == "dir" and not at_step else None,
+                        _store_only(store_only, agg),
+                        None if at_step else one_rank(max_world),
+                    )
+    round_faults = (
+        no_faults or (Why.THREADS_NO_ROUND_FAULT if inproc else None) or one_rank(max_world)
+    )
+    for point in ROUND_PHASES:
+        for role in ROLES:
+            add(cell(Dim.RANK_FAULT_ROLE, point, role), round_faults, _role_reason(point, role))
+    for outcome in FAULT_OUTCOMES:
+        add(cell(Dim.RANK_FAULT_OUTCOME, outcome), round_faults)
     store = _store_reason(inproc, store_faults, max_world)
     for toxic in STORE_TOXICS:
         for point in ROUND_POINTS:
@@ -306,7 +343,6 @@ def declare(
                         cell(Dim.STORE_FAULT, toxic, point, agg, retry),
                         store,
                         Why.DIR_NO_STORE if agg == "dir" else None,
-                        Why.STORE_ONLY if agg != "store" else None,
                         Why.RESET_AT_START if toxic == "reset_peer" and point == START else None,
                     )
     for point in ROUND_POINTS:
@@ -316,6 +352,14 @@ def declare(
         add(cell(Dim.STORE_FAULT_OUTCOME, outcome), store)
     out += _hosted_declared(inproc, faults, max_world, max_phases)
     return Space(tier, max_world, max_phases, faults, store_faults, tuple(out))
+
+
+def _store_only(store_only: bool, agg: str) -> Why | None:
+    return Why.STORE_ONLY if store_only and agg not in STORE_FAULT_AGGREGATIONS else None
+
+
+def one_rank(max_world: int) -> Why | None:
+    return Why.ONE_RANK if max_world < 2 else None
 
 
 def _no_odds(odd: int, inproc: bool) -> Why | None:
@@ -398,7 +442,12 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
             )
             yield cell(Dim.CHECKPOINT, kind.value)
         for f in ph.rank_faults:
+            point = f.at.partition("#")[0]
             yield cell(Dim.RANK_FAULT, f.action)
+            agg = scenario.pipeline.aggregation
+            yield cell(Dim.RANK_FAULT_POINT, f.action, point, agg, ph.retry)
+            if f.at_round:
+                yield cell(Dim.RANK_FAULT_ROLE, point, ROLES[0] if f.rank == 0 else ROLES[1])
         for pf in ph.proxy_faults:
             point = pf.at.partition("#")[0]
             yield cell(Dim.STORE_FAULT, pf.toxic, point, scenario.pipeline.aggregation, ph.retry)
@@ -423,7 +472,12 @@ def _outcome_cells(outcome: ScenarioOutcome) -> Iterator[Cell]:
         if run.phase.store_faults and run.fault is not None and run.fault.verdict is not None:
             yield cell(Dim.HOSTED_STORE_OUTCOME, run.fault.verdict.outcome)
         elif run.fault is not None and run.fault.verdict is not None:
-            yield cell(Dim.STORE_FAULT_OUTCOME, run.fault.verdict.outcome)
+            dim = (
+                Dim.RANK_FAULT_OUTCOME
+                if isinstance(run.fault, RoundFaultLaunch)
+                else Dim.STORE_FAULT_OUTCOME
+            )
+            yield cell(dim, run.fault.verdict.outcome)
         for rec in run.records:
             dry = rec.exhausted_after
             if dry is not None and any(ev.after_batches >= dry for ev in rec.checkpoints):

@@ -14,6 +14,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,8 +109,16 @@ class InterposerControl:
 
     def expect(self, timeout_s: float, **match: Any) -> HeardEvent:
         """The first event (heard before or now) whose fields equal ``match``, or TimeoutError."""
+        return self.expect_any(timeout_s, match)
+
+    def expect_any(self, timeout_s: float, *matches: Mapping[str, Any]) -> HeardEvent:
+        """The first event (heard before or now) whose fields equal one of ``matches``."""
+
+        def fits(heard: HeardEvent) -> bool:
+            return any(all(heard.event.get(k) == v for k, v in m.items()) for m in matches)
+
         for heard in self._pending:
-            if all(heard.event.get(k) == v for k, v in match.items()):
+            if fits(heard):
                 self._pending.remove(heard)
                 return heard
         deadline = time.monotonic() + timeout_s
@@ -118,10 +127,10 @@ class InterposerControl:
                 heard = self._accept_one(deadline)
             except TimeoutError:
                 raise TimeoutError(
-                    f"no interposer event {match} within {timeout_s} s; heard "
+                    f"no interposer event {list(matches)} within {timeout_s} s; heard "
                     f"{[h.event for h in self.heard]}"
                 ) from None
-            if all(heard.event.get(k) == v for k, v in match.items()):
+            if fits(heard):
                 return heard
             self._pending.append(heard)
 

@@ -1,10 +1,12 @@
-"""Rank side of the store-proxy placement: point this rank's own proxy at torchrun's store.
+"""Rank side of the store-proxy placement: point this rank's own proxy at its store.
 
 The harness creates one proxy per rank before the launch (listening on 127.0.0.1, its
 upstream a placeholder, since torchrun picks the store's port); after process-group init a
 rank knows MASTER_ADDR/MASTER_PORT, sets its proxy's upstream through the Toxiproxy API and
-aggregates through ``torch://127.0.0.1:<its proxy port>``. Only the store client's traffic
-passes the proxy: gloo connects rank to rank directly.
+aggregates through ``torch://127.0.0.1:<its proxy port>``. With aggregation
+``store_explicit`` the store is the one the harness hosts (``spec.store_uri``,
+``torch://host:port``), and that is the upstream. Only the store client's traffic passes the
+proxy: gloo connects rank to rank directly.
 """
 
 from __future__ import annotations
@@ -59,7 +61,15 @@ def place_store_proxy(
             "spec needs store_proxy_names and proxy_api_url too (the store_proxy fixture sets all)"
         )
     host, master_port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
-    if not host or not master_port:
+    if spec.pipeline.aggregation == "store_explicit":
+        netloc = (spec.store_uri or "").partition("://")[2].rstrip("/")
+        host, _, master_port = netloc.rpartition(":")
+        if not host or not master_port.isdigit():
+            raise PlacementError(
+                f"rank {rank}: aggregation 'store_explicit' needs spec.store_uri as "
+                f"torch://host:port to point its proxy at, not {spec.store_uri!r}"
+            )
+    elif not host or not master_port:
         raise PlacementError(
             f"rank {rank}: MASTER_ADDR/MASTER_PORT are not set, so the store's address is "
             "unknown; launch under torchrun and call init_process_group first"

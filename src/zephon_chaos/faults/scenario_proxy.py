@@ -1,8 +1,10 @@
 """Executing a scenario's ``ProxyFault``s: proxies per launch, toxics at a logical point.
 
-A phase with proxy faults runs with one proxy per rank in front of the aggregation store on a
-Toxiproxy server this session starts (``start_server``: a configured one, else the embedded
-one). ``ProxyFault.at`` says when the fault acts:
+A phase with proxy faults runs with one proxy per rank in front of the aggregation store
+(torchrun's, or with ``store_explicit`` the one the harness hosts: each rank points its proxy
+at ``spec.store_uri`` instead, ``faults.placement``) on a Toxiproxy server this session starts
+(``start_server``: a configured one, else the embedded one). ``ProxyFault.at`` says when the
+fault acts:
 
 * ``start``: the toxic is on the rank's link before the launch (``down``: the proxy is
   disabled, so the rank's pipeline cannot reach its store);
@@ -12,6 +14,11 @@ one). ``ProxyFault.at`` says when the fault acts:
 
 After the launch the faulted checkpoint is judged by :mod:`zephon_chaos.oracles.faults`, with
 the evidence that the fault acted: the proxy's link counters, the interposer's event.
+
+A ``timeout`` toxic stalls its link: a known Zephon defect (``explore.known``) keeps store
+calls on it blocked past any multiple of ``aggregate_timeout_s``, so a launch that waits for
+the stalled rank (a lockstep retry's agreement) hangs. Such a launch runs under a short
+deadline (:func:`stall_deadline_s`) rather than the explorer's, so it does not eat the budget.
 """
 
 from __future__ import annotations
@@ -27,6 +34,20 @@ from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
 from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger, WorkloadSpec
+
+STALLING_TOXICS = ("timeout",)
+"""Toxics that stall a link: data stops and no call on it returns (a known Zephon defect)."""
+STALL_MARGIN_S = 30.0
+"""Room for the launch's start and its rounds before the stall, on a loaded 2-core machine."""
+PROXIED_AGGREGATIONS = ("store", "store_explicit")
+
+
+def stall_deadline_s(faults: tuple[Any, ...], timeout_s: float) -> float | None:
+    """The deadline of a launch with a stalling toxic: the failure bound of one attempt
+    (3 T + 3 s, ``oracles.faults.failure_bound_s``) plus ``STALL_MARGIN_S``; None without."""
+    if not any(f.toxic in STALLING_TOXICS for f in faults):
+        return None
+    return fault_oracle.failure_bound_s(timeout_s) + STALL_MARGIN_S
 
 
 class ProxyFaultError(ValueError):
@@ -92,10 +113,10 @@ class ProxyFaultSession:
         self, spec: WorkloadSpec, faults: tuple[Any, ...], world_size: int
     ) -> tuple[WorkloadSpec, FaultedLaunch]:
         """The spec of a proxy-faulted launch: per-rank proxies, start toxics, triggers."""
-        if spec.pipeline.aggregation != "store":
+        if spec.pipeline.aggregation not in PROXIED_AGGREGATIONS:
             raise ProxyFaultError(
-                "proxy faults act on the link to torchrun's store: they need aggregation "
-                f"'store', not {spec.pipeline.aggregation!r}"
+                "proxy faults act on the link to the aggregation store: they need aggregation "
+                f"'store' or 'store_explicit', not {spec.pipeline.aggregation!r}"
             )
         for i, fault in enumerate(faults):
             if not 0 <= fault.rank < world_size:

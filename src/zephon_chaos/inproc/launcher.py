@@ -72,6 +72,12 @@ def inproc_refusal(scenario: Scenario) -> str | None:
                 "have; run it with --tier torchrun"
             )
         for j, fault in enumerate(ph.rank_faults):
+            if fault.at_round:
+                return (
+                    f"{where}.rank_faults[{j}].at: a fault at round point {fault.at!r} fires in "
+                    "the interposer of a rank process, as torchrun's group tears down; run it "
+                    "with --tier torchrun"
+                )
             if fault.action in PROCESS_ONLY_ACTIONS:
                 return (
                     f"{where}.rank_faults[{j}].action: {fault.action!r} signals or ends a "

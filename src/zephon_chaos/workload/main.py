@@ -251,8 +251,8 @@ def run_rank(
         rank, world, spec.pipeline.canonical_replicas, spec.pipeline.mapping, spec.tp
     )
     store, agg_dir = _aggregation(spec)
-    if store == "torch://":
-        store = default_store
+    if store == "torch://" or str(rank) in spec.store_proxy_ports:
+        store = default_store  # torchrun's store, or this rank's proxy in front of its store
     store = _interposed(spec, rank, store)
     agg_dir = agg_dir or spec.aggregate_dir
     pipe = build_pipeline(
@@ -292,7 +292,7 @@ def run_rank(
     faults = {
         f.at_step * per_step: f
         for f in spec.faults
-        if f.rank == rank and f.restart in (None, restart)
+        if f.rank == rank and f.restart in (None, restart) and not f.at_round
     }
     it = iter(pipe)
     total = spec.steps * per_step

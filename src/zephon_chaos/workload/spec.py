@@ -98,6 +98,10 @@ class CheckpointAt:
     extra: int = 0
 
 
+AT_STEP = "step"
+"""``RankFault.at`` of a fault timed by a global step (``at_step``), not by a round point."""
+
+
 @dataclass(frozen=True)
 class RankFault:
     """A fault the rank applies to itself (or its agent) at a logical point.
@@ -105,12 +109,21 @@ class RankFault:
     ``at_step``: before consuming global step k. ``action``: sigkill | sigterm | sigstop |
     exit | raise | kill_agent. ``rank``: which rank acts. ``restart``: only in that torchrun
     restart attempt (``TORCHELASTIC_RESTART_COUNT``); None fires in every attempt.
+    ``at``: ``step`` (at ``at_step``), or a round point of ``ROUND_PHASES`` with an optional
+    ``#n`` (the rank's n-th write of that point): the interposer fires it right before that
+    write (the harness turns it into a ``PhaseTrigger``; ``at_step`` is then unused).
     """
 
     rank: int
     at_step: int
     action: str
     restart: int | None = None
+    at: str = AT_STEP
+
+    @property
+    def at_round(self) -> bool:
+        """Timed by a checkpoint-round point rather than a step."""
+        return self.at != AT_STEP
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,11 @@ CONSTANTS = (
     "MTP_CHOICES",
     "PERSIST_FORMATS",
     "PROCESS_FAULTS",
+    "RANK_FAULT_POINTS",
+    "ROUND_FAULTS",
     "RUN_ID_POLICIES",
     "RUNNER_CHOICES",
+    "STORE_FAULT_AGGREGATIONS",
     "STORE_TOXICS",
     "THREAD_FAULTS",
 )
@@ -67,6 +70,7 @@ def test_declared_cells_enumerate_every_value_of_the_strategies_constants() -> N
     assert values(s, Dim.RUNNER) == [(r,) for r in strategies.RUNNER_CHOICES]
     assert {v[0] for v in values(s, Dim.RANK_FAULT)} == {
         *strategies.PROCESS_FAULTS,
+        *strategies.ROUND_FAULTS,
         *strategies.THREAD_FAULTS,
     }
     store = values(s, Dim.STORE_FAULT)
@@ -93,7 +97,7 @@ def test_adding_a_value_to_a_constant_adds_a_cell(monkeypatch: pytest.MonkeyPatc
         (("inproc",), cell(Dim.RUNNER, "process"), Why.THREADS_NO_WORKERS),
         (("inproc",), cell(Dim.PERSISTENCE, "dcp"), Why.THREADS_NO_PROCESS_GROUP),
         (("torchrun", True), cell(Dim.PERSISTENCE, "dcp"), Why.DCP_WITH_LINK_FAULTS),
-        (("torchrun",), cell(Dim.TIMEOUT, 2.0), Why.STORE_FAULTS_OFF),
+        (("inproc",), cell(Dim.TIMEOUT, 2.0), Why.STORE_FAULTS_INPROC),
         (("inproc",), cell(Dim.LAUNCH_PATH, "c10d"), Why.THREADS_NO_LAUNCH_PATH),
         (("inproc",), cell(Dim.RANK_FAULT, "sigkill"), Why.THREADS_NO_PROCESS_FAULT),
         (("inproc",), cell(Dim.STORE_FAULT, "down", "shard", "store", "none"),
@@ -103,7 +107,18 @@ def test_adding_a_value_to_a_constant_adds_a_cell(monkeypatch: pytest.MonkeyPatc
          Why.RESET_AT_START),
         (("torchrun", True), cell(Dim.STORE_FAULT, "latency", "shard", "dir", "lockstep"),
          Why.DIR_NO_STORE),
-        (("torchrun", True), cell(Dim.AGGREGATION, "store_explicit"), Why.STORE_ONLY),
+        (("torchrun", True), cell(Dim.AGGREGATION, "dir"), Why.STORE_ONLY),
+        (("inproc",), cell(Dim.RANK_FAULT_POINT, "raise", "shard", "store", "none"),
+         Why.THREADS_NO_ROUND_FAULT),
+        (("torchrun",), cell(Dim.RANK_FAULT_POINT, "sigstop", "step", "store", "none"),
+         Why.STOP_AT_STEP),
+        (("torchrun",), cell(Dim.RANK_FAULT_POINT, "sigkill", "step", "store", "lockstep"),
+         Why.RETRY_NEEDS_ROUND),
+        (("torchrun",), cell(Dim.RANK_FAULT_POINT, "exit", "ack", "dir", "none"),
+         Why.DIR_NO_STORE),
+        (("torchrun",), cell(Dim.RANK_FAULT_ROLE, "outcome", "follower"), Why.LEADER_ONLY),
+        (("torchrun",), cell(Dim.RANK_FAULT_ROLE, "ack", "leader"), Why.FOLLOWER_ONLY),
+        (("inproc",), cell(Dim.RANK_FAULT_OUTCOME, "failed"), Why.THREADS_NO_ROUND_FAULT),
         (("torchrun", True), cell(Dim.STORE_FAULT_ROLE, "ack", "leader"), Why.FOLLOWER_ONLY),
         (("torchrun", True), cell(Dim.STORE_FAULT_ROLE, "announce", "follower"),
          Why.LEADER_ONLY),
@@ -114,6 +129,25 @@ def test_unreachable_cells_carry_the_reason(space: tuple, the_cell: object, why:
     s = declare(tier, store_faults=bool(store))
     assert the_cell in s
     assert s.why_not(the_cell) is why  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("store_faults", [False, True])
+def test_round_point_rank_faults_and_explicit_store_link_faults_are_reachable(
+    store_faults: bool,
+) -> None:
+    s = declare("torchrun", store_faults=store_faults)
+    for action in strategies.ROUND_FAULTS:
+        for point in ROUND_POINTS[1:]:
+            for agg in strategies.STORE_FAULT_AGGREGATIONS:
+                for retry in RETRIES:
+                    c = cell(Dim.RANK_FAULT_POINT, action, point, agg, retry)
+                    assert s.why_not(c) is None, c
+    assert s.why_not(cell(Dim.RANK_FAULT_ROLE, "shard", "leader")) is None
+    assert s.why_not(cell(Dim.RANK_FAULT_ROLE, "shard", "follower")) is None
+    if store_faults:
+        for toxic in strategies.STORE_TOXICS:
+            c = cell(Dim.STORE_FAULT, toxic, "shard", "store_explicit", "none")
+            assert s.why_not(c) is None, c
 
 
 def test_one_world_size_and_one_launch_leave_resizes_and_resumes_unreachable() -> None:

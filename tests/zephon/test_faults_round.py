@@ -1,0 +1,177 @@
+"""Rank faults timed by a point of a checkpoint round, and link faults on the harness's store,
+as scenarios on real torchrun groups.
+
+A rank raises in its store call, exits, is killed, terminated, or stopped (then continued by
+the harness) right before its n-th write of a round point, on the leader or on a follower.
+Each test proves the fault fired (the rank's interposer event, fsynced before the action;
+for a stop, the kernel's state T and the harness's SIGCONT), takes the fault oracle's verdict
+on the faulted round (never a finding), and checks that the next launch resumed from the last
+checkpoint that survived with the global batches intact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from zephon_chaos.faults.interposer import read_events
+from zephon_chaos.faults.round_faults import DEATH_WORDS, RoundFaultLaunch
+from zephon_chaos.oracles import faults as oracle
+from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
+
+pytestmark = [pytest.mark.cpu, pytest.mark.chaos]
+
+TIMEOUT_S = 2.0
+ENDED = (oracle.FAILED, oracle.SPLIT)
+"""A rank that dies in a round: the round fails on the others, or (after the leader
+published it) some returned it and the rest failed."""
+OUTCOMES = {
+    "raise": ENDED,
+    "exit": ENDED,
+    "sigkill": ENDED,
+    "sigterm": ENDED,
+    "sigstop": (oracle.COMPLETED, *ENDED),
+}
+POINTS = {  # point -> the ranks that write it (of 2): leader 0, follower 1
+    "announce": (0,),
+    "shard": (0, 1),
+    "participants": (0, 1),
+    "outcome": (0,),
+    "ack": (1,),
+}
+DEFAULT_RUN = {("sigkill", "shard", 1), ("sigstop", "shard", 1), ("raise", "outcome", 0)}
+
+
+def round_cases() -> list[Any]:
+    return [
+        pytest.param(
+            action,
+            point,
+            rank,
+            id=f"{action}-{point}-{'leader' if rank == 0 else 'follower'}",
+            marks=() if (action, point, rank) in DEFAULT_RUN else (pytest.mark.slow,),
+        )
+        for action in OUTCOMES
+        for point, ranks in POINTS.items()
+        for rank in ranks
+    ]
+
+
+def faulted_scenario(fault: RankFault, aggregation: str = "store", retry: str = "none") -> Scenario:
+    """Round 2 is faulted, so checkpoint 0 is persisted first and the relaunch restores it."""
+    return Scenario(
+        pipeline=PipelineSpec(
+            canonical_replicas=2,
+            aggregation=aggregation,  # type: ignore[arg-type]
+            aggregate_timeout_s=TIMEOUT_S,
+        ),
+        phases=(
+            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(fault,), retry=retry),  # type: ignore[arg-type]
+            Phase(2, 2),
+        ),
+        name=f"{fault.action}-{fault.at}-r{fault.rank}",
+    ).validate()
+
+
+def fired(run: Any, fault: RankFault) -> list[dict[str, Any]]:
+    point, _, n = fault.at.partition("#")
+    return [
+        e
+        for e in read_events(run.spec.out_dir, fault.rank)
+        if e["kind"] == "fired" and e["phase"] == point and e["n"] == int(n or 1)
+    ]
+
+
+@pytest.mark.parametrize(("action", "point", "rank"), round_cases())
+def test_a_rank_faulted_at_a_round_point_fails_the_round_and_the_relaunch_resumes(
+    resume_check, action: str, point: str, rank: int
+) -> None:
+    fault = RankFault(rank, 0, action, at=f"{point}#2")
+    outcome = resume_check(faulted_scenario(fault))
+    assert outcome.ok, outcome.report()
+    run = outcome.phases[0]
+    launch = run.fault
+    assert isinstance(launch, RoundFaultLaunch) and launch.verdict is not None
+    assert [e["action"] for e in fired(run, fault)] == [action], "the fault never fired"
+    assert launch.verdict.outcome in OUTCOMES[action], launch.verdict.describe()
+    if action in DEATH_WORDS:
+        assert DEATH_WORDS[action] in run.result.rank(rank).status, run.result.summary()
+    if action == "sigstop":
+        assert launch.continued is not None, launch.watch_error
+        assert launch.continued.stop.state in "Tt"
+        assert launch.continued.stop.continued_at is not None
+    assert run.restore_index is not None and run.restore_index >= 0
+    assert outcome.resumes and outcome.resumes[0].phase == 1
+    assert outcome.verdict is not None and outcome.verdict.ok
+
+
+def test_a_raise_in_a_round_is_retried_away_under_lockstep(resume_check) -> None:
+    """The raising rank fails attempt 1 of checkpoint 1; every rank agrees to retry, and
+    attempt 2 (the rank's third shard write: no fault) completes on all."""
+    fault = RankFault(1, 0, "raise", at="shard#2")
+    outcome = resume_check(faulted_scenario(fault, retry="lockstep"))
+    assert outcome.ok, outcome.report()
+    launch = outcome.phases[0].fault
+    assert launch.verdict.outcome == oracle.COMPLETED, launch.verdict.describe()
+    assert outcome.phases[0].result.ok and outcome.phases[0].restore_index == 1
+
+
+@pytest.mark.slow
+def test_a_follower_killed_at_its_shard_on_the_harness_store(resume_check) -> None:
+    fault = RankFault(1, 0, "sigkill", at="shard#2")
+    outcome = resume_check(faulted_scenario(fault, aggregation="store_explicit"))
+    assert outcome.ok, outcome.report()
+    assert outcome.phases[0].fault.verdict.outcome == oracle.FAILED
+    assert outcome.phases[0].restore_index == 0
+
+
+def test_a_link_fault_on_the_harness_hosted_store(resume_check) -> None:
+    """store_explicit: each rank's client reaches the harness's store through its own proxy;
+    rank 1's is cut before its second shard, the round fails, the relaunch resumes."""
+    scenario = Scenario(
+        pipeline=PipelineSpec(
+            canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
+        ),
+        phases=(
+            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)),
+                  proxy_faults=(ProxyFault(1, "down", at="shard#2"),)),
+            Phase(2, 2),
+        ),
+        name="cut-explicit",
+    ).validate()
+    outcome = resume_check(scenario)
+    assert outcome.ok, outcome.report()
+    run = outcome.phases[0]
+    placed = [e for rec in run.records for e in rec.events if e["kind"] == "placement"]
+    assert {p["upstream"] for p in placed} == {run.spec.store_uri.partition("://")[2]}
+    assert run.fault.verdict.outcome == oracle.FAILED, run.fault.verdict.describe()
+    assert run.fault.evidence and run.restore_index == 0
+    assert outcome.verdict is not None and outcome.verdict.ok
+
+
+@pytest.mark.slow
+def test_a_stalled_link_is_the_known_defect_within_a_short_deadline(resume_check) -> None:
+    """A timeout toxic on rank 1's link before its second shard, under lockstep retry: the
+    others wait for it in the agreement, the launch ends at its short deadline, and the
+    outcome is the known stalled-link defect, nothing else."""
+    from zephon_chaos.explore.known import STALLED_STORE_LINK, explaining, unexplained
+    from zephon_chaos.faults.scenario_proxy import stall_deadline_s
+
+    stall = ProxyFault(1, "timeout", {"timeout": 0}, at="shard#2")
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
+        phases=(
+            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(stall,),
+                  retry="lockstep"),
+            Phase(2, 2),
+        ),
+        name="stall",
+    ).validate()
+    outcome = resume_check(scenario)
+    run = outcome.phases[0]
+    deadline = stall_deadline_s((stall,), TIMEOUT_S)
+    assert deadline is not None and run.result.duration_s <= deadline + 15
+    assert unexplained(outcome) == [], outcome.report()
+    assert STALLED_STORE_LINK in explaining(outcome)
