@@ -576,7 +576,7 @@ def restarted_attempt(
     persisted (``faults.restart.latest_checkpoint`` is what attempt 1 restores), and every
     rank of attempt 1 must have restored that one.
     """
-    from zephon_chaos.faults.restart import attempt_dir
+    from zephon_chaos.faults.restart import attempt_dir, restored_from
 
     phase, out = scenario.phases[i], Path(spec.out_dir)
     c = scenario.canonical_replicas(i)
@@ -611,7 +611,7 @@ def restarted_attempt(
         expected_restore = str(spec.checkpoint_path(index))
     last = attempts[-1]
     later = replace(spec, out_dir=str(attempt_dir(out, last)), restore_from=expected_restore)
-    restored = {rec.restored for rec in read_phase(attempt_dir(out, last), phase.world_size)}
+    restored = restored_from(attempt_dir(out, last), phase.world_size)
     if restored != {expected_restore}:
         outcome.problems.append(
             f"{where}: attempt {last} restored {sorted(map(str, restored))}, not the latest "

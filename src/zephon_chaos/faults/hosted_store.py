@@ -143,11 +143,15 @@ class StoreFaultLaunch:
         where = f"phase {run.index}"
         problems: list[str] = []
         writer = writer_of(name)
-        held = [
+        events = [
             e
             for e in read_events(run.spec.out_dir, writer)
-            if e.get("kind") == "released" and e.get("phase") == name and e.get("n") == n
+            if e.get("phase") == name and e.get("n") == n and e.get("action") == "await"
         ]
+        # ``held`` is fsynced before the harness hears of it; ``released`` may never be written
+        # (a peer failed at once and torchrun ended the waiting rank first).
+        held = [e for e in events if e.get("kind") == "held"]
+        released = next((e.get("how") for e in events if e.get("kind") == "released"), None)
         wanted = {
             "sigstop": (StoreAction.STOPPED, StoreAction.CONTINUED),
             "kill": (StoreAction.KILLED,),
@@ -157,13 +161,13 @@ class StoreFaultLaunch:
         if not held or done != wanted:
             problems.append(
                 f"{where}: store fault {self.fault.action} at {self.fault.at} left no evidence "
-                f"(rank {writer} released at the point: {bool(held)}; store: "
+                f"(rank {writer} waited at the point: {bool(held)}; store: "
                 f"{[a.value for a in done]}; {self.watch_error or 'no watcher error'})"
             )
             return problems
         self.evidence.append(
-            f"rank {writer}'s interposer waited at its {name} write #{n} "
-            f"({held[0].get('how')}) while the harness acted"
+            f"rank {writer}'s interposer waited at its {name} write #{n} while the harness "
+            f"acted ({released or 'ended before its release'})"
         )
         self.evidence += [e.describe() for e in self.acted]
         facts = {f.index: f for f in run.checkpoints.facts}

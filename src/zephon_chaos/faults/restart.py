@@ -78,3 +78,23 @@ def restart_store(env: Mapping[str, str] | None = None, timeout_s: float = 300.0
         wait_for_workers=False,
     )
     return dist.PrefixStore(f"zephon-chaos/restart{n}", base)
+
+
+def restored_from(out_dir: str | Path, world_size: int) -> set[str | None]:
+    """The checkpoint each rank of an attempt restored (its ``start`` record), as a set."""
+    import json
+
+    from zephon_chaos.workload.records import record_path
+
+    found: set[str | None] = set()
+    for rank in range(world_size):
+        path = record_path(out_dir, rank)
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("kind") == "start":
+                found.add(event.get("restored"))
+    return found

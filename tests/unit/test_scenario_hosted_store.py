@@ -1,0 +1,153 @@
+"""Hosted-store faults and torchrun restarts in the scenario model: rules, repairs, refusals,
+generation and coverage cells."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+
+from zephon_chaos.explore.space import Dim, Relaunch, cell, cells_of, declare
+from zephon_chaos.inproc.launcher import inproc_refusal
+from zephon_chaos.scenario import Phase, Scenario, ScenarioError, StoreFault
+from zephon_chaos.scenario_rules import normalised, violations
+from zephon_chaos.strategies import STORE_FAULT_TIMEOUT_S, scenarios
+from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
+
+CPS = (CheckpointAt(1), CheckpointAt(2))
+
+
+def hosted(*phases: Phase, aggregation: str = "store_explicit") -> Scenario:
+    return Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
+        phases=phases,
+    )
+
+
+def fields(s: Scenario) -> list[str]:
+    return [v.field for v in violations(s)]
+
+
+def test_a_store_fault_at_a_round_point_of_the_hosted_store_is_valid_and_round_trips() -> None:
+    fault = StoreFault("sigstop", "shard#2", 12.0)
+    s = hosted(Phase(2, 3, CPS, store_faults=(fault,)), Phase(2, 1))
+    assert violations(s) == []
+    assert Scenario.from_json(s.to_json()).phases[0].store_faults == s.phases[0].store_faults
+
+
+@pytest.mark.parametrize(
+    ("fault", "aggregation", "field"),
+    [
+        (StoreFault("kill", "shard"), "store", "phases[0].store_faults"),
+        (StoreFault("explode", "shard"), "store_explicit", "phases[0].store_faults[0].action"),
+        (StoreFault("kill", "start"), "store_explicit", "phases[0].store_faults[0].at"),
+        (StoreFault("kill", "ack#3"), "store_explicit", "phases[0].store_faults[0].at"),
+        (StoreFault("sigstop", "ack", 0.0), "store_explicit", "phases[0].store_faults[0].stall_s"),
+    ],
+)
+def test_a_store_fault_no_run_can_apply_is_named_by_its_field(
+    fault: StoreFault, aggregation: str, field: str
+) -> None:
+    s = hosted(Phase(2, 3, CPS, store_faults=(fault,)), Phase(2, 1), aggregation=aggregation)
+    assert field in fields(s)
+    with pytest.raises(ScenarioError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        s.validate()
+
+
+def test_a_store_fault_beside_a_rank_fault_is_refused_and_normalising_drops_it() -> None:
+    ph = Phase(
+        2, 3, CPS, rank_faults=(RankFault(1, 3, "sigkill"),), store_faults=(StoreFault("kill"),)
+    )
+    s = hosted(ph, Phase(2, 1))
+    assert "phases[0].store_faults" in fields(s)
+    fixed = normalised(s)
+    assert fixed.phases[0].store_faults == () and violations(fixed) == []
+
+
+def test_normalising_times_a_store_fault_by_a_round_and_drops_one_no_round_can_time() -> None:
+    at_start = (StoreFault("kill", "start"),)
+    s = normalised(hosted(Phase(2, 3, CPS, store_faults=at_start), Phase(2, 1)))
+    assert s.phases[0].store_faults == (StoreFault("kill", "announce"),)
+    one_rank = normalised(hosted(Phase(1, 3, CPS, store_faults=(StoreFault("kill"),)), Phase(1, 1)))
+    assert one_rank.phases[0].store_faults == ()
+
+
+def test_restarts_need_a_rank_fault_of_attempt_zero() -> None:
+    bare = hosted(Phase(2, 3, CPS, max_restarts=1), Phase(2, 1))
+    assert "phases[0].max_restarts" in fields(bare)
+    every = hosted(Phase(2, 3, CPS, rank_faults=(RankFault(0, 2, "exit"),), max_restarts=1))
+    assert "phases[0].rank_faults[0].restart" in fields(every)
+    fixed = normalised(every)
+    assert fixed.phases[0].rank_faults == (RankFault(0, 2, "exit", restart=0),)
+    assert violations(fixed) == []
+    assert normalised(bare).phases[0].max_restarts == 0
+
+
+def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference() -> None:
+    """Attempt 0 keeps the batches before checkpoint 0 (step 1); attempt 1 runs its 3 steps."""
+    fault = (RankFault(0, 2, "sigkill", restart=0),)
+    s = hosted(Phase(2, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1))
+    assert s.restart_kept(0) == CheckpointAt(1)
+    assert s.reference_steps == 1 + 3
+    assert s.restore_index(0) == 0, "the launch succeeds after the restart: its last checkpoint"
+
+
+@pytest.mark.parametrize(
+    ("phase", "field"),
+    [
+        (Phase(2, 3, CPS, store_faults=(StoreFault("kill"),)), "store_faults"),
+        (
+            Phase(2, 3, CPS, rank_faults=(RankFault(0, 2, "raise", restart=0),), max_restarts=1),
+            "max_restarts",
+        ),
+    ],
+)
+def test_the_in_process_tier_refuses_them_naming_the_field(phase: Phase, field: str) -> None:
+    reason = inproc_refusal(hosted(phase).validate())
+    assert reason is not None and reason.startswith(f"scenario.phases[0].{field}:")
+
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SETTINGS
+@given(scenarios(tier="torchrun"))
+def test_generated_hosted_store_faults_and_restarts_obey_the_rules(s: Scenario) -> None:
+    assert violations(s) == []
+    for ph in s.phases:
+        if ph.store_faults:
+            assert s.pipeline.aggregation == "store_explicit"
+            assert s.pipeline.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
+        if ph.max_restarts:
+            assert ph.rank_faults and all(f.restart == 0 for f in ph.rank_faults)
+
+
+@pytest.mark.parametrize("action", ["restart", "kill", "sigstop"])
+def test_the_strategies_reach_each_hosted_store_fault_and_land_on_its_cell(action: str) -> None:
+    s = find(
+        scenarios(tier="torchrun"),
+        lambda s: any(f.action == action for ph in s.phases for f in ph.store_faults),
+        settings=settings(max_examples=3000, deadline=None, database=None),
+    )
+    f = next(f for ph in s.phases for f in ph.store_faults)
+    landed = cell(Dim.HOSTED_STORE_FAULT, action, f.at.partition("#")[0])
+    space = declare("torchrun")
+    assert landed in cells_of(s, None) and space.why_not(landed) is None
+
+
+def test_the_declared_space_says_why_threads_reach_no_hosted_store_fault_or_restart() -> None:
+    space = declare("inproc")
+    assert space.why_not(cell(Dim.HOSTED_STORE_FAULT, "kill", "shard")) is not None
+    assert space.why_not(cell(Dim.RESTARTS, 1)) is not None
+    assert space.why_not(cell(Dim.RESTARTS, 0)) is None
+    torchrun = declare("torchrun")
+    assert torchrun.why_not(cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value)) is None
+
+
+def test_a_relaunch_after_a_crash_against_the_hosted_store_lands_on_its_cell() -> None:
+    crash = Phase(2, 3, CPS, rank_faults=(RankFault(1, 2, "sigkill"),))
+    s = hosted(crash, Phase(2, 1)).validate()
+    assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) in cells_of(s, None)
+    torchruns = replace(s, pipeline=replace(s.pipeline, aggregation="store"))
+    assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) not in cells_of(torchruns, None)
