@@ -8,7 +8,6 @@ records → oracles → outcome.
 from __future__ import annotations
 
 import contextlib
-import contextlib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
