@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, find, given, settings
+from hypothesis import Phase as HPhase
 
 from zephon_chaos.explore.space import Dim, Relaunch, cell, cells_of, declare
 from zephon_chaos.inproc.launcher import inproc_refusal
@@ -128,7 +129,9 @@ def test_the_strategies_reach_each_hosted_store_fault_and_land_on_its_cell(actio
     s = find(
         scenarios(tier="torchrun"),
         lambda s: any(f.action == action for ph in s.phases for f in ph.store_faults),
-        settings=settings(max_examples=3000, deadline=None, database=None),
+        settings=settings(
+            max_examples=3000, deadline=None, database=None, phases=(HPhase.generate,)
+        ),
     )
     f = next(f for ph in s.phases for f in ph.store_faults)
     landed = cell(Dim.HOSTED_STORE_FAULT, action, f.at.partition("#")[0])

@@ -160,8 +160,8 @@ def _stalled_hosted_store(outcome: ScenarioOutcome, problem: str) -> bool:
     measured = list(fault.verdict.durations.values()) if fault.verdict else []
     bounds = [failure_bound_s(timeout_s)] * len(measured)
     for p in run.liveness.problems if run.liveness else []:
-        measured.append(p.seconds)
-        bounds.append(p.bound)
+        measured.append(p.measured_s)
+        bounds.append(p.bound_s)
     return stalled > 0 and all(s <= stalled + b for s, b in zip(measured, bounds, strict=True))
 
 
