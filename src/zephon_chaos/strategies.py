@@ -48,6 +48,7 @@ from zephon_chaos.workload.spec import (
     DataSpec,
     PipelineSpec,
     RankFault,
+    RankLag,
     Retry,
     SourceSpec,
 )
@@ -332,6 +333,36 @@ def _store_faults(draw: st.DrawFn, world: int) -> tuple[tuple[ProxyFault, ...], 
     return (ProxyFault(rank=rank, toxic=toxic, attributes=attributes, at=at),), retry
 
 
+SYNC_CHOICES = ("lockstep", "free")
+SYNC_ODDS = (3, 1)
+"""How a torchrun launch's ranks arrive at checkpoints (``Phase.sync``): meeting first, as
+trainers do, or free-running. Threads start together and never meet: in process ``free``
+means what ``lockstep`` means, so that tier draws neither."""
+LAG_CHOICES = ("none", "lag")
+LAG_INDICES = (0, 1)
+"""The checkpoint (in its launch) a lagging rank is late for: the first, or one after it."""
+LAG_RETRIES = ("none", "skip", "lockstep")
+"""The policy after a late round, simplest first; no ``independent`` beside a lag."""
+
+
+def _arrival(draw: st.DrawFn, phase: Phase, *, lags: bool = True) -> Phase:
+    """``phase`` with how its ranks arrive: in lockstep, or free-running with (one time in
+    two) a deliberate lag (``RankLag``: late by construction, a fault: only with ``lags``)
+    and the policy after it.
+
+    Drawn whatever the phase, so shrinking it keeps the meaning of these choices; normalising
+    drops a lag the launch cannot carry (one rank, no such checkpoint, another fault)."""
+    sync = draw(_weighted(SYNC_CHOICES, SYNC_ODDS))
+    lagged = draw(_one_of(LAG_CHOICES)) == "lag"
+    rank = draw(_ints(0, 3)) % max(1, phase.world_size)
+    index = draw(_one_of(LAG_INDICES))
+    retry = draw(_one_of(LAG_RETRIES))
+    if sync != "free" or not (lagged and lags) or phase.proxy_faults or phase.rank_faults:
+        return replace(phase, sync=sync)  # type: ignore[arg-type]
+    lag = RankLag(rank, checkpoint=index)
+    return replace(phase, sync=sync, lags=(lag,), retry=retry)  # type: ignore[arg-type]
+
+
 def settled(scenario: Scenario) -> Scenario:
     """``scenario`` made to obey the scenario rules (``scenario_rules.normalised``): what the
     strategies apply to every draw, for scenarios edited after generation (polishing)."""
@@ -384,6 +415,8 @@ def scenarios(
                 store_faults=store_faults,
             )
         )
+        if tier == "torchrun":
+            drawn[-1] = _arrival(draw, drawn[-1], lags=faults)
         if len(drawn) >= max_phases or draw(_MORE) == "stop":
             break
     scenario = normalised(
@@ -403,6 +436,10 @@ def scenarios(
             pipeline=replace(pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
         )
     if any(ph.store_faults for ph in scenario.phases):  # a faulted store fails rounds in seconds
+        scenario = scenario.with_(
+            pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
+        )
+    if any(ph.lags for ph in scenario.phases):  # a lagged round waits out its budget
         scenario = scenario.with_(
             pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
         )

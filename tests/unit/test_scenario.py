@@ -29,6 +29,7 @@ from zephon_chaos.workload.spec import (
     DataSpec,
     PipelineSpec,
     RankFault,
+    RankLag,
     SourceSpec,
 )
 
@@ -200,8 +201,28 @@ def _store_pair(*first_faults: ProxyFault, world: tuple[int, int] = (2, 2), **fi
     )
 
 
+def _lagged(**first: object) -> Scenario:
+    """Two launches of two ranks, rank 1 late for the first one's first checkpoint (skip)."""
+    fields = {"sync": "free", "lags": (RankLag(1),), "retry": "skip", **first}
+    return Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(Phase(2, 2, (CheckpointAt(1), CheckpointAt(2)), **fields), Phase(2, 1)),  # type: ignore[arg-type]
+    )
+
+
 RESET = {"timeout": 0}
 REFUSED_OR_REPAIRED = {
+    "free-running-one-rank": (Scenario(phases=(Phase(1, 2, sync="free"),)), "phases[0].sync"),
+    "lag-under-lockstep": (_lagged(sync="lockstep"), "phases[0].lags"),
+    "lag-with-independent-retry": (_lagged(retry="independent"), "phases[0].retry"),
+    "lag-past-the-checkpoints": (_lagged(lags=(RankLag(1, checkpoint=2),)), "phases[0].lags[0]"),
+    "lag-waiting-for-itself": (_lagged(lags=(RankLag(1, waits_for=1),)), "phases[0].lags[0]"),
+    "two-lags": (_lagged(lags=(RankLag(1), RankLag(0, checkpoint=1))), "phases[0].lags"),
+    "lag-beside-a-rank-fault": (
+        _lagged(rank_faults=(RankFault(0, 2, "raise"),)),
+        "phases[0].lags: a launch with a lag has no other fault",
+    ),
+    "skip-with-nothing-to-fail": (_lagged(lags=()), "phases[0].retry"),
     # refusal.accepted.same-size.boundary: polishing moved a rank and kept the flag.
     "accepted-launch-flagged": (
         Scenario(
@@ -374,3 +395,20 @@ def test_a_refusal_in_a_file_without_expect_error_expects_zephons_error(tmp_path
     path = tmp_path / "old-refusal.json"
     path.write_text(json.dumps(raw))
     assert Scenario.load(path).phases[2].expect_error == REFUSAL_ERROR
+
+
+def test_a_free_running_launch_with_a_lag_and_a_policy_is_valid_and_round_trips() -> None:
+    scenario = _lagged()
+    assert violations(scenario) == [] and normalised(scenario) == scenario
+    assert Scenario.from_json(scenario.to_json()) == scenario
+    assert "sync free, 1 lag(s)" in scenario.summary()
+
+
+def test_normalising_a_lag_under_lockstep_makes_the_launch_free_running() -> None:
+    fixed = normalised(_lagged(sync="lockstep")).phases[0]
+    assert (fixed.sync, fixed.lags, fixed.retry) == ("free", (RankLag(1),), "skip")
+
+
+def test_normalising_drops_a_lag_it_cannot_place_and_the_policy_with_it() -> None:
+    fixed = normalised(_lagged(lags=(RankLag(1, checkpoint=5),))).phases[0]
+    assert (fixed.lags, fixed.retry) == ((), "none")

@@ -31,6 +31,7 @@ from zephon_chaos.strategies import (
     EXHAUSTION_ODDS,
     FOLLOWER_PHASES,
     INPROC_RUNNER_ODDS,
+    LAG_RETRIES,
     LAUNCH_CHOICES,
     LEADER_PHASES,
     MAPPING_CHOICES,
@@ -48,6 +49,7 @@ from zephon_chaos.strategies import (
     STORE_FAULT_AGGREGATIONS,
     STORE_FAULT_TIMEOUT_S,
     STORE_TOXICS,
+    SYNC_CHOICES,
     THREAD_FAULTS,
     TORCHRUN_MTP_ODDS,
     TORCHRUN_RUNNER_ODDS,
@@ -91,6 +93,8 @@ class Dim(Enum):
     STORE_FAULT = "store fault (toxic, point, aggregation, retry)"
     STORE_FAULT_ROLE = "store fault (point, rank role)"
     STORE_FAULT_OUTCOME = "store fault outcome"
+    SYNC = "sync (how ranks arrive at a checkpoint)"
+    LAG = "lag (who is late, policy after the late round)"
     HOSTED_STORE_FAULT = "hosted store fault (action, round point)"
     HOSTED_STORE_OUTCOME = "hosted store fault outcome"
     RESTARTS = "torchrun --max-restarts"
@@ -138,6 +142,10 @@ class Why(Enum):
     RESET_AT_START = "a reset at start resets nothing: the strategies move it to the first round"
     LEADER_ONLY = "only the leader (rank 0) announces a round and publishes its outcome"
     FOLLOWER_ONLY = "only followers acknowledge; the leader writes no ack"
+    THREADS_START_TOGETHER = (
+        "threads start together and never meet: in process 'free' means what 'lockstep' means"
+    )
+    LAG_NEEDS_TWO = "a lag needs two ranks: one is late for the other"
     THREADS_NO_ROUND_FAULT = "a round-point rank fault fires in a rank process (torchrun tier)"
     STOP_AT_STEP = "a stop at a step has nothing to continue it: drawn at round points only"
     RETRY_NEEDS_ROUND = "a retry policy needs a failed round; a step fault ends the launch"
@@ -351,6 +359,22 @@ def declare(
     for outcome in FAULT_OUTCOMES:
         add(cell(Dim.STORE_FAULT_OUTCOME, outcome), store)
     out += _hosted_declared(inproc, faults, max_world, max_phases)
+    for sync in SYNC_CHOICES:
+        free = sync != SYNC_CHOICES[0]
+        add(
+            cell(Dim.SYNC, sync),
+            Why.THREADS_START_TOGETHER if inproc and free else None,
+            Why.LAG_NEEDS_TWO if free and max_world < 2 else None,
+        )
+    for role in ROLES:
+        for retry in LAG_RETRIES:
+            add(
+                cell(Dim.LAG, role, retry),
+                Why.THREADS_START_TOGETHER if inproc else None,
+                no_faults,
+                Why.LAG_NEEDS_TWO if max_world < 2 else None,
+            )
+    out += _hosted_declared(inproc, faults, max_world, max_phases)
     return Space(tier, max_world, max_phases, faults, store_faults, tuple(out))
 
 
@@ -448,6 +472,9 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
             yield cell(Dim.RANK_FAULT_POINT, f.action, point, agg, ph.retry)
             if f.at_round:
                 yield cell(Dim.RANK_FAULT_ROLE, point, ROLES[0] if f.rank == 0 else ROLES[1])
+        yield cell(Dim.SYNC, ph.sync)
+        for lag in ph.lags:
+            yield cell(Dim.LAG, ROLES[0] if lag.rank == 0 else ROLES[1], ph.retry)
         for pf in ph.proxy_faults:
             point = pf.at.partition("#")[0]
             yield cell(Dim.STORE_FAULT, pf.toxic, point, scenario.pipeline.aggregation, ph.retry)

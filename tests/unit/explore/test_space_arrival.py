@@ -1,0 +1,31 @@
+"""The declared cells of how ranks arrive: sync and lags, reachable on torchrun only."""
+
+from __future__ import annotations
+
+from zephon_chaos.explore.space import Dim, Why, cell, cells_of, declare
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankLag
+
+
+def test_free_running_and_lags_are_holes_in_process_with_their_reason() -> None:
+    inproc, torchrun = declare("inproc"), declare("torchrun")
+    assert inproc.why_not(cell(Dim.SYNC, "free")) is Why.THREADS_START_TOGETHER
+    assert inproc.why_not(cell(Dim.LAG, "follower", "skip")) is Why.THREADS_START_TOGETHER
+    assert inproc.why_not(cell(Dim.SYNC, "lockstep")) is None
+    assert torchrun.why_not(cell(Dim.SYNC, "free")) is None
+    assert torchrun.why_not(cell(Dim.LAG, "leader", "none")) is None
+    assert declare("torchrun", max_world=1).why_not(cell(Dim.SYNC, "free")) is Why.LAG_NEEDS_TWO
+
+
+def test_a_lagged_launch_lands_on_its_sync_and_lag_cells() -> None:
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(
+            Phase(2, 2, (CheckpointAt(1), CheckpointAt(2)), sync="free", lags=(RankLag(1),),
+                  retry="skip"),
+            Phase(2, 1),
+        ),
+    )
+    cells = cells_of(scenario, None)
+    assert {cell(Dim.SYNC, "free"), cell(Dim.SYNC, "lockstep")} <= cells
+    assert cell(Dim.LAG, "follower", "skip") in cells

@@ -1,0 +1,133 @@
+"""The policy oracle on synthetic records: each round judged by when each rank's call began."""
+
+from __future__ import annotations
+
+import pytest
+
+from zephon_chaos.oracles.checkpoints import gather
+from zephon_chaos.oracles.policies import (
+    LATE_SLACK_S,
+    PolicyProblemKind,
+    RoundOutcome,
+    judge,
+)
+from zephon_chaos.runner import surviving_checkpoint
+from zephon_chaos.workload.records import CheckpointEvent, RankRecord
+
+T = 2.0
+
+
+def rank(r: int, *rounds: tuple[int, float, bool], ended: bool = True) -> RankRecord:
+    """A rank's records: (index, start, ok) of each checkpoint, one call each."""
+    return RankRecord(
+        rank=r,
+        world_size=2,
+        checkpoints=[
+            CheckpointEvent(i, after_batches=i, ok=ok, started_at=at, ended_at=at + 0.1, digest="d")
+            for i, at, ok in rounds
+        ],
+        ended=ended,
+    )
+
+
+def kinds(verdict) -> list[PolicyProblemKind]:
+    return [p.kind for p in verdict.problems]
+
+
+def test_a_round_whose_ranks_began_further_apart_than_the_budget_failed_by_design() -> None:
+    records = [
+        rank(0, (0, 10.0, True), (1, 20.0, False)),
+        rank(1, (0, 10.0, True), (1, 22.1, False)),
+    ]
+    verdict = judge(records, phase=0, timeout_s=T)
+    assert [r.outcome for r in verdict.rounds] == [RoundOutcome.COMPLETED, RoundOutcome.LATE]
+    assert verdict.ok and verdict.failed_by_arrival
+    assert verdict.rounds[1].spread_s == pytest.approx(2.1)
+
+
+def test_a_round_that_failed_with_every_rank_on_time_and_no_fault_is_a_finding() -> None:
+    records = [rank(0, (0, 10.0, False)), rank(1, (0, 10.3, False))]
+    verdict = judge(records, phase=1, timeout_s=T)
+    assert [r.outcome for r in verdict.rounds] == [RoundOutcome.ON_TIME_FAILURE]
+    assert kinds(verdict) == [PolicyProblemKind.ON_TIME_FAILURE]
+    assert not verdict.failed_by_arrival
+    assert "phase 1: checkpoint 0" in verdict.lines()[0]
+
+
+def test_an_on_time_failure_under_a_scheduled_fault_is_the_fault_oracles_to_judge() -> None:
+    records = [rank(0, (0, 10.0, False)), rank(1, (0, 10.3, False))]
+    verdict = judge(records, phase=0, timeout_s=T, faulted=True)
+    assert [r.outcome for r in verdict.rounds] == [RoundOutcome.FAULTED] and verdict.ok
+
+
+@pytest.mark.parametrize(
+    ("apart", "outcome"),
+    [
+        (T - LATE_SLACK_S / 2, RoundOutcome.LATE),
+        (T - LATE_SLACK_S * 2, RoundOutcome.ON_TIME_FAILURE),
+    ],
+    ids=["within-the-slack", "well-within-the-budget"],
+)
+def test_lateness_is_measured_against_the_budget_less_the_rounds_own_work(
+    apart: float, outcome: RoundOutcome
+) -> None:
+    records = [rank(0, (0, 10.0, False)), rank(1, (0, 10.0 + apart, False))]
+    assert judge(records, phase=0, timeout_s=T).rounds[0].outcome is outcome
+
+
+def test_a_rank_that_never_called_is_absent_not_a_finding() -> None:
+    records = [rank(0, (0, 10.0, True), (1, 20.0, False)), rank(1, (0, 10.0, True), ended=False)]
+    verdict = judge(records, phase=0, timeout_s=T)
+    assert verdict.rounds[1].outcome is RoundOutcome.ABSENT
+    assert verdict.ok and verdict.failed_by_arrival
+
+
+def test_the_first_attempt_is_the_round_judged_under_a_retry() -> None:
+    """A lockstep retry's second attempt succeeded: the first, late, is still on record."""
+    rec0, rec1 = rank(0, (0, 20.0, True)), rank(1, (0, 22.5, True))
+    rec0.events.append(
+        {"kind": "checkpoint_attempt", "index": 0, "attempt": 1, "ok": False, "started_at": 20.0}
+    )
+    rec1.events.append(
+        {"kind": "checkpoint_attempt", "index": 0, "attempt": 1, "ok": False, "started_at": 22.5}
+    )
+    verdict = judge([rec0, rec1], phase=0, timeout_s=T, retry="lockstep")
+    assert verdict.rounds[0].outcome is RoundOutcome.LATE and verdict.rounds[0].agreed
+
+
+def skipped() -> list[RankRecord]:
+    """Under skip: checkpoint 1 failed on both ranks (late), 0 and 2 completed."""
+    return [
+        rank(0, (0, 10.0, True), (1, 20.0, False), (2, 30.0, True)),
+        rank(1, (0, 10.0, True), (1, 22.5, False), (2, 30.0, True)),
+    ]
+
+
+def test_under_skip_every_checkpoint_every_rank_got_is_on_disk_and_no_other() -> None:
+    verdict = judge(skipped(), phase=0, timeout_s=T, retry="skip", persisted=lambda i: i != 1)
+    assert verdict.ok, verdict.lines()
+    assert [r.agreed for r in verdict.rounds] == [True, False, True]
+
+
+def test_under_skip_a_persisted_failed_checkpoint_and_a_missing_good_one_are_problems() -> None:
+    verdict = judge(skipped(), phase=0, timeout_s=T, retry="skip", persisted=lambda i: i == 1)
+    assert kinds(verdict) == [
+        PolicyProblemKind.MISSING_FILE,
+        PolicyProblemKind.PERSISTED_FAILED,
+        PolicyProblemKind.MISSING_FILE,
+    ]
+
+
+def test_under_skip_a_rank_that_missed_a_checkpoint_breaks_the_alignment() -> None:
+    records = skipped()
+    records[1].checkpoints.pop(1)
+    verdict = judge(records, phase=0, timeout_s=T, retry="skip")
+    assert [(p.kind, p.checkpoint) for p in verdict.problems] == [
+        (PolicyProblemKind.MISALIGNED, 1)
+    ]
+
+
+def test_the_checkpoint_resumed_after_a_skipped_one_is_the_next_good_one() -> None:
+    facts = gather(skipped())
+    assert surviving_checkpoint(facts) == 2
+    assert surviving_checkpoint(facts[:2]) == 0
