@@ -20,6 +20,7 @@ from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
+from zephon_chaos.workload.spec import PipelineSpec
 
 CONFIRM_RUNS = 2
 
@@ -51,6 +52,16 @@ class Section(enum.Enum):
     KNOWN = "Known defects"
 
 
+_PLAIN = PipelineSpec()
+CODEC_OPTIONS = (
+    "aggregate_serializer",
+    "aggregate_compressor",
+    "prefetch_batches",
+    "shutdown_mode",
+)
+"""Zephon options a finding is simpler without: polishing resets them to Zephon's defaults."""
+
+
 def size_key(s: Scenario) -> tuple[int, ...]:
     """Smaller is simpler: launches, total ranks, C, world sizes in order (growing before
     shrinking), faults, steps, checkpoints, then plainer data and settings."""
@@ -59,7 +70,11 @@ def size_key(s: Scenario) -> tuple[int, ...]:
         sum(ph.world_size for ph in s.phases),
         max(s.canonical_replicas(i) for i in range(len(s.phases))),
         *(ph.world_size for ph in s.phases),
-        sum(len(ph.rank_faults) + len(ph.proxy_faults) for ph in s.phases),
+        sum(
+            len(ph.rank_faults) + len(ph.proxy_faults) + len(ph.store_faults) + len(ph.lags)
+            for ph in s.phases
+        ),
+        sum(ph.max_restarts + ph.hosts - 1 + ph.tp - 1 for ph in s.phases),
         sum(min(ph.steps, 100) for ph in s.phases),
         sum(len(ph.checkpoints) for ph in s.phases),
         sum(c.step + c.extra for ph in s.phases for c in ph.checkpoints),
@@ -69,6 +84,11 @@ def size_key(s: Scenario) -> tuple[int, ...]:
         s.data.seed,
         int(s.pipeline.aggregation != "store"),
         int(s.pipeline.runner != "inline"),
+        int(s.pipeline.mtp_mode),
+        sum(ph.launch != "standalone" for ph in s.phases),
+        sum(ph.sync != "lockstep" for ph in s.phases),
+        sum(ph.retry != "none" for ph in s.phases),
+        sum(getattr(s.pipeline, name) != getattr(_PLAIN, name) for name in CODEC_OPTIONS),
         int(s.pipeline.mapping != "contiguous"),
         int(s.persist_format != "pickle"),
         int(s.run_id_policy != "fixed"),

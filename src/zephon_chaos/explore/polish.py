@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from zephon_chaos.explore.findings import size_key
+from zephon_chaos.explore.findings import CODEC_OPTIONS, size_key
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.scenario_rules import normalised
 from zephon_chaos.workload.spec import DataSpec, PipelineSpec
@@ -92,9 +92,13 @@ def candidates(s: Scenario) -> Iterator[Scenario]:
 def _plainer(s: Scenario) -> Iterator[Scenario]:
     p, d = s.pipeline, s.data
     plain = PipelineSpec()
-    for name in ("aggregation", "runner", "mapping", "mtp_mode"):
+    for name in ("aggregation", "runner", "mapping", "mtp_mode", *CODEC_OPTIONS):
         if getattr(p, name) != getattr(plain, name):
             yield s.with_(pipeline=replace(p, **{name: getattr(plain, name)}))
+    for field_name, plainest in (("launch", "standalone"), ("sync", "lockstep")):
+        for i, ph in enumerate(s.phases):
+            if getattr(ph, field_name) != plainest:
+                yield _swap(s, i, replace(ph, **{field_name: plainest}))
     if s.persist_format != "pickle":
         yield s.with_(persist_format="pickle")
     if s.run_id_policy != "fixed":

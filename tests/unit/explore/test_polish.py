@@ -90,3 +90,32 @@ def test_polish_judges_only_valid_scenarios() -> None:
     assert all(violations(s) == [] for s in judged)
     assert [ph.world_size for ph in best.phases] == [2]
     assert best.pipeline.canonical_replicas == 1 and best.phases[0].expect_failure
+
+
+def test_polishing_can_turn_off_what_a_finding_may_not_need() -> None:
+    """mtp_mode, a launch path, Zephon's codec options: each off is a smaller candidate."""
+    from dataclasses import replace
+
+    from zephon_chaos.explore.findings import size_key
+
+    busy = Scenario(
+        pipeline=PipelineSpec(
+            canonical_replicas=2, mtp_mode=True, aggregate_serializer="json", shutdown_mode="hard"
+        ),
+        phases=(Phase(2, 2, (CheckpointAt(1),), launch="c10d"), Phase(1, 1)),
+    ).validate()
+    plainer = {
+        (
+            c.pipeline.mtp_mode,
+            c.pipeline.aggregate_serializer,
+            c.pipeline.shutdown_mode,
+            c.phases[0].launch,
+        )
+        for c in normalised_candidates(busy)
+        if size_key(c) < size_key(busy)
+    }
+    assert (False, "json", "hard", "c10d") in plainer
+    assert (True, "msgpack", "hard", "c10d") in plainer
+    assert (True, "json", "graceful", "c10d") in plainer
+    assert (True, "json", "hard", "standalone") in plainer
+    assert size_key(replace(busy, pipeline=replace(busy.pipeline, mtp_mode=False))) < size_key(busy)
