@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from zephon_chaos.explore.known import judged_ok, unexplained
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.policies import RoundOutcome, judge
 from zephon_chaos.scenario import Phase, Scenario
@@ -68,6 +69,7 @@ def test_under_skip_a_late_round_is_skipped_and_the_next_good_one_resumed(resume
     assert outcome.verdict is not None and outcome.verdict.ok, outcome.report()
     # The only problem allowed is the known defect's: checkpoint 2 failing on time.
     assert all(p.startswith("phase 0: checkpoint 2: failed although") for p in outcome.problems)
+    assert judged_ok(outcome), unexplained(outcome)
 
 
 @pytest.mark.slow

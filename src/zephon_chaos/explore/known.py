@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from zephon_chaos.oracles.policies import RoundOutcome
 from zephon_chaos.runner import ScenarioOutcome
 
 _NO_WARNING = re.compile(r"^phase (?P<phase>\d+): checkpoint (?P<index>\d+) was taken mid-window")
@@ -230,12 +231,54 @@ STALLED_STORE_LINK = KnownDefect(
 )
 
 
+_ON_TIME = re.compile(r"^phase (?P<phase>\d+): checkpoint (?P<index>\d+): failed although")
+MISMATCH = "last_round_id mismatch across shards"
+
+
+def _missed_round(outcome: ScenarioOutcome, problem: str) -> bool:
+    """An on-time round refused by the leader's merge for differing ``last_round_id``s, right
+    after a round that failed (one some rank never joined)."""
+    m = _ON_TIME.match(problem)
+    if m is None:
+        return False
+    phase, index = int(m["phase"]), int(m["index"])
+    run = next((r for r in outcome.phases if r.index == phase), None)
+    if run is None or run.policy is None:
+        return False
+    before = next((r for r in run.policy.rounds if r.index == index - 1), None)
+    if before is None or (before.outcome is RoundOutcome.COMPLETED and before.agreed):
+        return False
+    errors = [c.error or "" for rec in run.records for c in rec.checkpoints if c.index == index]
+    return any(MISMATCH in e for e in errors)
+
+
+MISSED_ROUND_POISONS_NEXT = KnownDefect(
+    id="missed-round-poisons-next",
+    summary=(
+        "after a round a follower never joined (it called checkpoint() once the round had "
+        "failed), the next checkpoint fails on every rank although all call it on time; the "
+        "one after completes"
+    ),
+    evidence=(
+        "zephon 0.2.0 _internal/coordination.py RoundCoordinator.aggregate sets "
+        "last_round_id as soon as a caller has a round id (the leader at once); with a KV "
+        "store the failure notice sits at the result key (_failure_location returns "
+        "_result_location), so _read_open_round_id skips the failed round and a late follower "
+        "joins none; each next shard carries its own last_round_id and engine.py "
+        "_merge_states refuses 'last_round_id mismatch across shards'. Standalone: "
+        "tests/zephon/repro/missed_round_poisons_next.py"
+    ),
+    explains=_missed_round,
+)
+
+
 KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     CHECKPOINT_AFTER_RESTORE,
     MTP_WARNING_STAYS_IN_CHILD,
     STRING_KEY_ZERO_CID_RESTORE,
     STALLED_STORE_LINK,
     STALLED_HOSTED_STORE,
+    MISSED_ROUND_POISONS_NEXT,
 )
 
 
