@@ -1,4 +1,4 @@
-"""``zephon-chaos``: explore | run | replay | proxy | clean | bench.
+"""``zephon-chaos``: explore | run | replay | proxy | clean | bench | report.
 
 Each subcommand lives in ``zephon_chaos.commands.<name>`` with ``add_arguments(parser)`` and
 ``run(args) -> int``; they are imported only when chosen, so ``--help`` stays fast. Bad flags
@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "proxy": "serve the embedded Toxiproxy-compatible API (for toxiproxy-cli and others)",
     "clean": "remove what a crashed run left behind (processes, temp entries) and say what",
     "bench": "measure: `bench aggregation` (TCPStore aggregation at scale)",
+    "report": "`report merge`: one report from the reports of an exploration's shards",
 }
 
 LAUNCHING = ("explore", "run", "replay", "bench")

@@ -113,6 +113,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "zephon_chaos.workload.plants), which the search must find and shrink",
     )
     parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run shard I of N (1 <= I <= N) of one exploration split across runners: with the "
+        "same --seed, no two shards draw the same scenarios; `zephon-chaos report merge` joins "
+        "their reports",
+    )
+    parser.add_argument(
+        "--database",
+        default=None,
+        metavar="URL|PATH",
+        help="share failing scenarios with other runs through a Hypothesis example database, "
+        "replayed first in every round: redis://HOST:PORT/DB or unix:///PATH (a Redis server; "
+        "pip install 'zephon-chaos[shard]'), github-artifact:OWNER/REPO[/ARTIFACT] (read only; "
+        "what this run finds goes to REPORT/example-db), a directory, or none (default)",
+    )
+    parser.add_argument(
         "--fail-on-flaky",
         action="store_true",
         help="exit 1 for a flaky finding too (one that a confirmation rerun did not "
@@ -152,6 +169,14 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     if args.profile not in PROFILES:
         raise UsageError(f"--profile {args.profile!r}: choose one of {', '.join(PROFILES)}")
+    from zephon_chaos.explore.shard import Shard
+
+    shard = Shard()
+    if getattr(args, "shard", None) is not None:
+        try:
+            shard = Shard.parse(args.shard)
+        except ValueError as exc:
+            raise UsageError(f"--shard {exc}") from None
     report = Path(args.report)
     if report.exists() and not report.is_dir():
         raise UsageError(f"--report {report}: exists and is not a directory")
@@ -172,20 +197,28 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         store_faults=args.store_faults,
         profile=args.profile,
         stream=sys.stderr,
+        shard=shard,
+        database=getattr(args, "database", None),
     )
 
 
 def run(args: argparse.Namespace) -> int:
     config = _config(args)
     from zephon_chaos.explore.budget import format_duration
+    from zephon_chaos.explore.database import DatabaseError
     from zephon_chaos.explore.search import Explorer
 
+    try:
+        explorer = Explorer(config)  # opens the example database: a bad one starts nothing
+    except DatabaseError as exc:
+        raise UsageError(f"--database {exc}") from None
+    shard = f", shard {config.shard}" if config.shard.sharded else ""
     print(
         f"exploring for {format_duration(config.budget_s)} on the {config.tier} tier "
-        f"(seed {config.seed}); report in {config.report_dir}",
+        f"(seed {config.seed}{shard}); report in {config.report_dir}",
         file=sys.stderr,
     )
-    result = Explorer(config).run()
+    result = explorer.run()
     print(f"{result.scenarios} scenarios, {len(result.findings)} finding(s)")
     for section in Section:
         found = result.in_section(section)

@@ -216,6 +216,10 @@ class ExploreResult:
     seed: int
     max_world: int
     plant: str | None
+    shard: str | None = None
+    """``i/n`` when this run is one shard of a run split across runners."""
+    database: str | None = None
+    """The example database shared with other runs (a URL's password hidden), if any."""
     elapsed_s: float = 0.0
     interrupted: bool = False
     tiers: dict[str, TierStats] = field(default_factory=dict)
@@ -290,6 +294,10 @@ def write_summary(result: ExploreResult) -> Path:
         + (" (interrupted: the report covers what ran until then)" if result.interrupted else ""),
         f"- tier: {result.tier}; seed {result.seed}; world sizes 1..{result.max_world}",
     ]
+    if result.shard:
+        lines.append(f"- shard {result.shard} (`zephon-chaos report merge` joins the shards)")
+    if result.database:
+        lines.append(f"- example database shared with other runs: `{result.database}`")
     if result.plant:
         lines.append(f"- self-test: every scenario carries the planted defect `{result.plant}`")
     for t in result.tiers.values():

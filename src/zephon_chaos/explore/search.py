@@ -1,11 +1,12 @@
 """The search: rounds of a Hypothesis property over generated scenarios, under a time budget.
 
-Each round is a ``@given`` test (phases generate + shrink, no database): it generates
-scenarios until the first new failure, then Hypothesis's own shrinker minimizes that one. A
-failure raises an exception type made for its signature; a signature shrunk in an earlier
-round passes from then on, so rounds look for new kinds of failure. The smallest failing
-scenario per signature is kept as it goes, so an interrupted or out-of-time search still
-reports what it found.
+Each round is a ``@given`` test (phases reuse, generate, target, shrink): it replays what a
+shared example database holds (``--database``, :mod:`zephon_chaos.explore.database`; none by
+default), then generates scenarios until the first new failure, and Hypothesis's own shrinker
+minimizes that one. A failure raises an exception type made for its signature; a signature
+shrunk in an earlier round passes from then on, so rounds look for new kinds of failure. The
+smallest failing scenario per signature is kept as it goes, so an interrupted or out-of-time
+search still reports what it found.
 
 Shrinking is paid for by searching: it may spend only what generating new scenarios has
 earned (``SEARCH_SHARE``), and what it could not finish waits for the allowance to grow. A
@@ -25,7 +26,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -34,10 +35,19 @@ from hypothesis import Phase as HypothesisPhase
 from hypothesis.strategies import SearchStrategy
 
 from zephon_chaos.explore.activity import Activity, ActivityClock, shrink_allowance_s
+from zephon_chaos.explore.database import (
+    KeepKnown,
+    SearchKey,
+    close_database,
+    database_key,
+    open_database,
+    shown,
+)
 from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding, FindingLabel, discard, evidence
 from zephon_chaos.explore.polish import polish
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
+from zephon_chaos.explore.shard import Shard, round_seed
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.steer import RoundSteering
 from zephon_chaos.explore.summary_json import write_summary_json
@@ -147,6 +157,10 @@ class ExploreConfig:
     """The least share of each tier's search time for new scenarios (None: ``SEARCH_SHARE``)."""
     stop_when: Callable[[dict[str, Finding]], bool] | None = None
     """Checked after each round: True ends the search early (tests stop once they have theirs)."""
+    shard: Shard = field(default_factory=Shard)
+    """This run's shard of a run split across runners: its rounds' seeds (``explore.shard``)."""
+    database: str | None = None
+    """Where failing scenarios are shared with other runs (``explore.database``); None: none."""
 
 
 def reserve_s(budget_s: float) -> float:
@@ -164,7 +178,12 @@ class Explorer:
             seed=config.seed,
             max_world=config.max_world,
             plant=config.plant,
+            shard=str(config.shard) if config.shard.sharded else None,
+            database=None if config.database is None else shown(config.database),
         )
+        opened = open_database(config.database, config.report_dir)  # DatabaseError: no start
+        self._database = None if opened is None else KeepKnown(opened)
+        """Shared with other runs; Hypothesis replays what it holds first in every round."""
         self.findings: dict[str, Finding] = {}
         self.settled: set[str] = set()
         self.runners: dict[str, ScenarioRunner] = {}
@@ -231,6 +250,7 @@ class Explorer:
         finally:
             self.progress.stop()
             shutil.rmtree(self._work, ignore_errors=True)
+            close_database(self._database)
 
     def _write_report(self) -> None:
         folder = self.config.report_dir / "findings"
@@ -359,19 +379,30 @@ class Explorer:
         shrinking: list[bool] = []
         steering = RoundSteering(self.result.coverage, tier, self.config, round_no)
 
+        def keep(flag: bool) -> None:
+            """Whether Hypothesis may delete the call's example, if it replayed one."""
+            if self._database is not None:
+                self._database.keep = flag
+
         @settings(
             max_examples=ROUND_EXAMPLES,
             deadline=None,
-            database=None,
+            database=self._database,
             derandomize=False,
-            phases=[HypothesisPhase.generate, HypothesisPhase.target, HypothesisPhase.shrink],
+            phases=[
+                HypothesisPhase.reuse,  # the shared database's failures first (none without)
+                HypothesisPhase.generate,
+                HypothesisPhase.target,
+                HypothesisPhase.shrink,
+            ],
             report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck),
             verbosity=Verbosity.quiet,
         )
-        @seed(self.config.seed * 1_000_003 + round_no * 7 + (0 if tier == "inproc" else 1))
+        @seed(round_seed(self.config.seed, self.config.shard, round_no, tier))
         @given(strategy)
         def prop(scenario: Scenario) -> None:
+            keep(False)
             if raised:
                 if not shrinking:
                     if scenario != failing[0]:
@@ -384,13 +415,20 @@ class Explorer:
             # A torchrun round may last many minutes: unfinished shrinking goes on as soon
             # as generating has earned it, not at the round's end only.
             self._shrink_pending(deadline, stats)
-            sig = self._check(tier, runner, scenario, deadline, stats)
+            judged = self._judge(tier, runner, scenario, deadline, stats)
+            sig = judged.sig
             steering.observe(scenario)  # target(): toward cells this exploration reached least
             if sig is None or sig in self.settled:
+                keep(not judged.ran or sig is not None)  # a replay not run, or held: not fixed
                 return
             raised.append(sig)
             failing.append(scenario)
             raise violation_type(sig)(sig)
+
+        # Every round, shard and process saves under one key (not Hypothesis's digest of this
+        # nested function): what a round saved, any round anywhere replays.
+        key = self._database_key(tier)
+        prop._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
 
         stop: ShrinkStop | None = None
         try:
@@ -415,6 +453,19 @@ class Explorer:
             self._clock.switch(stats, Activity.SEARCH)
             if self.progress is not None:
                 self.progress.phase = "searching"
+
+    def _database_key(self, tier: str) -> bytes:
+        cfg = self.config
+        return database_key(
+            SearchKey(
+                tier=tier,
+                max_world=cfg.max_world,
+                max_phases=cfg.max_phases,
+                plant=cfg.plant,
+                store_faults=cfg.store_faults and tier == "torchrun",
+                profile=cfg.profile,
+            )
+        )
 
     def _shrink_step(
         self,
