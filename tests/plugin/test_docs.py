@@ -61,7 +61,14 @@ def test_recipe_doc_files_pass_as_written(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
-@pytest.mark.parametrize("workflow", [".github/workflows/cpu.yml", ".github/workflows/gpu.yml"])
+@pytest.mark.parametrize(
+    "workflow",
+    [
+        ".github/workflows/cpu.yml",
+        ".github/workflows/gpu.yml",
+        ".github/workflows/nightly-explore.yml",
+    ],
+)
 def test_ci_doc_shows_each_workflow_as_it_is(workflow: str) -> None:
     shown = {title: text for lang, title, text in blocks("ci.md") if lang == "yaml"}
     assert workflow in shown, f"docs/ci.md does not show {workflow}"
