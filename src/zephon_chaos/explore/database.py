@@ -146,12 +146,18 @@ class KeepKnown(ExampleDatabase):
     round passes an already-shrunk signature on purpose (to look for new ones), so without
     this the first runner would erase what it shares before any other runner replayed it.
     The property sets :attr:`keep` for such a call; deletes are skipped while it is set.
+
+    Hypothesis also saves the example of any call that raises something other than a
+    failure: the explorer ends a round's shrinking so, on a candidate it never ran. Saved,
+    it would sort before the failure it was shrunk from and be another runner's first
+    scenario; the property clears :attr:`save_ok` for that call.
     """
 
     def __init__(self, inner: ExampleDatabase) -> None:
         super().__init__()
         self.inner = inner
         self.keep = False
+        self.save_ok = True
 
     def __repr__(self) -> str:
         return f"KeepKnown({self.inner!r})"
@@ -160,7 +166,8 @@ class KeepKnown(ExampleDatabase):
         yield from self.inner.fetch(key)
 
     def save(self, key: bytes, value: bytes) -> None:
-        self.inner.save(key, value)
+        if self.save_ok:
+            self.inner.save(key, value)
 
     def delete(self, key: bytes, value: bytes) -> None:
         if not self.keep:

@@ -379,10 +379,11 @@ class Explorer:
         shrinking: list[bool] = []
         steering = RoundSteering(self.result.coverage, tier, self.config, round_no)
 
-        def keep(flag: bool) -> None:
-            """Whether Hypothesis may delete the call's example, if it replayed one."""
+        def keep(flag: bool, save: bool = True) -> None:
+            """Whether Hypothesis may delete the call's example (if it replayed one), and save
+            it (as it does for any call that raises)."""
             if self._database is not None:
-                self._database.keep = flag
+                self._database.keep, self._database.save_ok = flag, save
 
         @settings(
             max_examples=ROUND_EXAMPLES,
@@ -410,7 +411,11 @@ class Explorer:
                     shrinking.append(True)  # the shrink phase's replay: it has just failed
                     self._shrink_began[raised[0]] = self._clock.switch(stats, Activity.SHRINK)
                     raise violation_type(raised[0])(raised[0])
-                self._shrink_step(tier, runner, scenario, deadline, stats, raised[0])
+                try:
+                    self._shrink_step(tier, runner, scenario, deadline, stats, raised[0])
+                except _EndShrinking:
+                    keep(True, save=False)  # a candidate never run: no failure to share
+                    raise
                 return
             # A torchrun round may last many minutes: unfinished shrinking goes on as soon
             # as generating has earned it, not at the round's end only.
@@ -430,6 +435,7 @@ class Explorer:
         key = self._database_key(tier)
         prop._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
 
+        keep(False)
         stop: ShrinkStop | None = None
         try:
             with steering:  # declares the tier's cells; measures Zephon's code on some scenarios

@@ -9,10 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase as HypothesisPhase
+from hypothesis import given, seed, settings
+from hypothesis import strategies as st
 from hypothesis.database import (
     DirectoryBasedExampleDatabase,
+    InMemoryExampleDatabase,
     MultiplexedDatabase,
     _hash,
+    choices_from_bytes,
 )
 
 from zephon_chaos import cli
@@ -26,7 +31,7 @@ from zephon_chaos.explore.database import (
 )
 from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.merge import MergeError, merge, read_reports, write_merged
-from zephon_chaos.explore.search import ExploreConfig, Explorer
+from zephon_chaos.explore.search import ExploreConfig, Explorer, ShrinkStop, _EndShrinking
 from zephon_chaos.explore.shard import Shard, round_seed
 from zephon_chaos.explore.summary_json import (
     CellFacts,
@@ -197,6 +202,38 @@ def test_a_failure_saved_by_one_shard_is_the_first_scenario_another_runs(tmp_pat
     summary = (tmp_path / "report-2" / "summary.md").read_text()
     assert "- shard 2/2 " in summary and f"`{db}`" in summary
     assert read_summary_json(tmp_path / "report-2" / "summary.json").shard == "2/2"
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_shrink_candidate_ended_unrun_is_not_saved(guarded: bool) -> None:
+    """Hypothesis saves the example of any call that raises a BaseException; the explorer ends
+    a round's shrinking so, on a candidate it never ran. Unguarded (as Hypothesis does it),
+    that candidate lands beside the failure; the round's view drops it."""
+    db = KeepKnown(InMemoryExampleDatabase())
+    failing: list[int] = []
+
+    @settings(
+        database=db,
+        phases=[HypothesisPhase.generate, HypothesisPhase.shrink],
+        report_multiple_bugs=False,
+    )
+    @seed(0)
+    @given(st.integers(0, 10**6))
+    def prop(x: int) -> None:
+        db.keep, db.save_ok = False, True
+        if failing and x != failing[0]:
+            if guarded:
+                db.keep, db.save_ok = True, False
+            raise _EndShrinking(ShrinkStop.BOUND)
+        if x > 1000:
+            failing.append(x)
+            raise AssertionError(x)
+
+    prop._hypothesis_internal_database_key = b"k"  # type: ignore[attr-defined]
+    with pytest.raises(_EndShrinking):
+        prop()
+    saved = {choices_from_bytes(b) for b in db.fetch(b"k")}
+    assert ((failing[0],) in saved) and (saved == {(failing[0],)}) is guarded, saved
 
 
 def test_the_round_view_keeps_only_what_it_is_told_to(tmp_path: Path) -> None:
