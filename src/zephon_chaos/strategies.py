@@ -1,7 +1,9 @@
 """Hypothesis strategies for scenarios: the whole space users reach, shrinking to the simplest.
 
 Trajectories of 1-5 launches over world sizes 1..max (same size again, growth, shrink, G not
-dividing C, G > C, which Zephon must refuse), checkpoints at any step (step 0 before the
+dividing C, G > C, which Zephon must refuse), each launch a DP x TP layout (``tp`` ranks per
+data-parallel group, 1 first: DP changes with TP fixed, TP with DP fixed, both), checkpoints
+at any step (step 0 before the
 first batch, mid-window, after the data ran out), every persistence format, aggregation mode
 and runner, relaunches after a crash from the same checkpoint with the same run_id, rank
 fault schedules (on torchrun at a step or at a point of a checkpoint round, on the leader or
@@ -58,8 +60,9 @@ TIERS: tuple[Tier, ...] = ("inproc", "torchrun")
 Profile = Literal["default", "downstream"]
 PROFILES: tuple[Profile, ...] = ("default", "downstream")
 """``downstream``: the odds of what torchtitan-zephon runs (worker processes, ``mtp_mode``,
-torchrun's store, DCP persistence) become the common case on torchrun; ``default`` keeps
-worker processes rare, as each launch of them takes tens of seconds."""
+torchrun's store, DCP persistence, DP x TP layouts with tp 2) become the common case on
+torchrun; ``default`` keeps worker processes rare, as each launch of them takes tens of
+seconds."""
 THREAD_FAULTS = ("raise",)
 PROCESS_FAULTS = ("raise", "exit", "sigkill", "sigterm")
 """Simplest first. ``kill_agent`` is left to targeted tests; ``sigstop`` is drawn only at a
@@ -93,6 +96,12 @@ MTP_CHOICES = ("off", "on")
 TORCHRUN_MTP_ODDS = (19, 1)
 """``mtp_mode`` on torchrun only (its child process, like worker processes, needs one)."""
 DOWNSTREAM_MTP_ODDS = (1, 2)
+TP_CHOICES = (1, 2, 4)
+"""Tensor-parallel ranks per DP group (``Phase.tp``), 1 (Zephon's 1D default) first; powers of
+two, as trainers' TP degrees are (Zephon warns of any other ``world / dp_degree``)."""
+TP_ODDS = (6, 3, 1)
+DOWNSTREAM_TP_ODDS = (1, 4, 1)
+"""The downstream's DP x TP with tp 2, two launches in three (torchrun tier)."""
 STORE_FAULT_AGGREGATIONS = STORE_AGGREGATIONS
 STORE_FAULT_AGGREGATION_ODDS = (3, 1)
 """With store faults: torchrun's store, or (one in four) the one the harness hosts."""
@@ -247,6 +256,11 @@ def persist_odds(tier: Tier, store_faults: bool, profile: Profile) -> tuple[int,
     return DOWNSTREAM_PERSIST_ODDS if profile == "downstream" else TORCHRUN_PERSIST_ODDS
 
 
+def tp_odds(tier: Tier, profile: Profile) -> tuple[int, ...]:
+    """Odds of each of ``TP_CHOICES`` for a tier and a profile."""
+    return DOWNSTREAM_TP_ODDS if profile == "downstream" and tier == "torchrun" else TP_ODDS
+
+
 def _phase(
     draw: st.DrawFn,
     *,
@@ -301,7 +315,8 @@ def _phase(
             hosted = (StoreFault(action, at, stall if action == "sigstop" else 1.0),)
         restarts = int(draw(_weighted(tuple(map(str, RESTART_CHOICES)), RESTART_ODDS)))
     # Drawn as is: ``scenario_rules.normalised`` makes the scenario obey the rules (a launch
-    # with more ranks than lanes becomes a refusal, a link fault no round can time goes).
+    # with more ranks than lanes becomes a refusal, a link fault no round can time goes, a
+    # tp that does not divide the world is lowered).
     return Phase(
         world_size=world,
         steps=steps,
@@ -400,6 +415,10 @@ def scenarios(
     data = _data(draw)
     persist_format = draw(_weighted(PERSIST_FORMATS, persist_odds(tier, store_faults, profile)))
     run_id_policy = draw(_one_of(RUN_ID_POLICIES))
+    # Each launch's tp, drawn apart from the launches (whose own choices they would shift):
+    # deleting a launch while shrinking leaves them in place; each shrinks to 1 on its own.
+    tps = _weighted(tuple(str(t) for t in TP_CHOICES), tp_odds(tier, profile))
+    layouts = [int(draw(tps)) for _ in range(max_phases)]
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.
     drawn: list[Phase] = []
@@ -419,6 +438,8 @@ def scenarios(
             drawn[-1] = _arrival(draw, drawn[-1], lags=faults)
         if len(drawn) >= max_phases or draw(_MORE) == "stop":
             break
+    # Aligned on the last launch: deleting an earlier one keeps every later one's layout.
+    drawn = [replace(ph, tp=t) for ph, t in zip(drawn, layouts[-len(drawn) :], strict=True)]
     scenario = normalised(
         Scenario(
             data=data,

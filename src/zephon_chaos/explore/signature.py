@@ -11,7 +11,9 @@
   the exact or the mid-window contract), ``checkpoint`` (the checkpoint oracle),
   ``liveness`` (Zephon's timing promises: :mod:`zephon_chaos.oracles.liveness`);
 - ``kind``: the problem within the area: ``missing``, ``duplicated``, ``lane-count``,
-  ``divergent``, ``window`` for batches; ``no-warning``, ``spurious-warning``, ``differs``,
+  ``divergent``, ``window`` for batches (``dp-group-diverged``: ranks of one DP group consumed
+  different batches, :mod:`zephon_chaos.oracles.dp_groups`); ``no-warning``,
+  ``spurious-warning``, ``differs``,
   ``coverage``, ``missing-record``, ``failed``, ``none`` for checkpoints; the exception type
   (``ValueError``) or ``timeout`` for launches; ``accepted``, ``wrong-error``, ``hang`` for
   refusals; ``no-end``, ``early-failure``, ``lost-checkpoint``, ``checkpoint`` for crashes;
@@ -35,6 +37,7 @@ import re
 
 from zephon_chaos.explore.known import unexplained
 from zephon_chaos.harness_problem import HARNESS_AREA
+from zephon_chaos.oracles.dp_groups import DIVERGED
 from zephon_chaos.runner import ScenarioOutcome
 
 _ERROR_TYPE = re.compile(r"first failure: rank \d+: (?P<type>[A-Za-z_][\w.]*)")
@@ -50,6 +53,7 @@ _RULES: list[tuple[str, str, str]] = [
     ("crash", "lost-checkpoint", r"due before the fault, did not complete|persisted no checkpoint"),
     ("crash", "checkpoint", r"checkpoint \d+, before the fault, "),
     ("launch", "failed", r"^phase \d+ failed: "),
+    ("batches-identical", "dp-group-diverged", rf"DP group \d+ {DIVERGED}: "),
     ("checkpoint", "none", r"completed no checkpoint to restore from"),
     ("checkpoint", "failed", r"checkpoint \d+ failed on ranks"),
     ("checkpoint", "missing-record", r"has no record from ranks"),

@@ -53,7 +53,9 @@ from zephon_chaos.strategies import (
     THREAD_FAULTS,
     TORCHRUN_MTP_ODDS,
     TORCHRUN_RUNNER_ODDS,
+    TP_CHOICES,
     persist_odds,
+    tp_odds,
 )
 from zephon_chaos.workload.spec import AT_STEP, RETRIES, ROUND_PHASES
 
@@ -69,6 +71,8 @@ class Dim(Enum):
 
     LAUNCHES = "launches"
     WORLD_SIZE = "world size"
+    TP = "tp (ranks per DP group)"
+    LAYOUT_CHANGE = "DP x TP layout change across a resume"
     LAUNCH_PATH = "launch path"
     RUNNER = "runner"
     MTP = "mtp_mode"
@@ -115,6 +119,14 @@ class Trajectory(Enum):
     ABOVE_C = "G > C (refusal expected)"
 
 
+class LayoutChange(Enum):
+    """How a resume changes a DP x TP layout (beside plain resizes of one rank per group)."""
+
+    DP_ONLY = "DP changes, TP fixed (> 1)"
+    TP_ONLY = "TP changes, DP fixed"
+    BOTH = "DP and TP change"
+
+
 class Relaunch(Enum):
     AFTER_CRASH = "after a crash"
     SAME_CHECKPOINT = "after a crash before any checkpoint: from the same checkpoint"
@@ -142,6 +154,8 @@ class Why(Enum):
     RESET_AT_START = "a reset at start resets nothing: the strategies move it to the first round"
     LEADER_ONLY = "only the leader (rank 0) announces a round and publishes its outcome"
     FOLLOWER_ONLY = "only followers acknowledge; the leader writes no ack"
+    TP_ABOVE_WORLD = "no world size up to max_world holds a DP group of that many ranks"
+    NO_SUCH_LAYOUTS = "no two layouts up to max_world differ that way"
     THREADS_START_TOGETHER = (
         "threads start together and never meet: in process 'free' means what 'lockstep' means"
     )
@@ -231,6 +245,11 @@ def declare(
         add(cell(Dim.LAUNCHES, n))
     for g in range(1, max_world + 1):
         add(cell(Dim.WORLD_SIZE, g))
+    t_odds = tp_odds(tier, profile)  # type: ignore[arg-type]
+    for t, odd in zip(TP_CHOICES, t_odds, strict=True):
+        add(cell(Dim.TP, t), None if odd > 0 else Why.NO_ODDS, _tp_reason(t, max_world))
+    for change in LayoutChange:
+        add(cell(Dim.LAYOUT_CHANGE, change.value), one_launch, _change_reason(change, max_world))
     for path in LAUNCH_CHOICES:
         threads_cannot = inproc and path != LAUNCH_CHOICES[0]
         add(cell(Dim.LAUNCH_PATH, path), Why.THREADS_NO_LAUNCH_PATH if threads_cannot else None)
@@ -386,6 +405,26 @@ def one_rank(max_world: int) -> Why | None:
     return Why.ONE_RANK if max_world < 2 else None
 
 
+def _tp_reason(tp: int, max_world: int) -> Why | None:
+    return Why.TP_ABOVE_WORLD if tp > max_world else None
+
+
+def layout_change(before: tuple[int, int], after: tuple[int, int]) -> LayoutChange | None:
+    """How (dp, tp) ``before`` becomes ``after``; None when unchanged or one rank per group."""
+    (dp0, tp0), (dp1, tp1) = before, after
+    if max(tp0, tp1) == 1 or (dp0, tp0) == (dp1, tp1):
+        return None
+    if tp0 == tp1:
+        return LayoutChange.DP_ONLY
+    return LayoutChange.TP_ONLY if dp0 == dp1 else LayoutChange.BOTH
+
+
+def _change_reason(change: LayoutChange, max_world: int) -> Why | None:
+    layouts = [(w // t, t) for w in range(1, max_world + 1) for t in TP_CHOICES if w % t == 0]
+    found = any(layout_change(a, b) is change for a in layouts for b in layouts)
+    return None if found else Why.NO_SUCH_LAYOUTS
+
+
 def _no_odds(odd: int, inproc: bool) -> Why | None:
     if odd > 0:
         return None
@@ -437,14 +476,16 @@ def _cells(scenario: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell
 
 def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
     previous: int | None = None
+    laid_out: tuple[int, int] | None = None
     for i, ph in enumerate(scenario.phases):
         c = scenario.canonical_replicas(i)
         yield cell(Dim.WORLD_SIZE, ph.world_size)
+        yield cell(Dim.TP, ph.tp)
         yield cell(Dim.LAUNCH_PATH, ph.launch)
-        if ph.world_size > c:
+        if ph.dp > c:  # Zephon counts DP groups (ranks, when tp is 1) against C
             yield cell(Dim.TRAJECTORY, Trajectory.ABOVE_C.value)
             continue
-        if c % ph.world_size:
+        if c % ph.dp:
             yield cell(Dim.TRAJECTORY, Trajectory.NOT_DIVIDING.value)
         if previous is not None:
             tr = (
@@ -456,6 +497,10 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
             )
             yield cell(Dim.TRAJECTORY, tr.value)
         previous = ph.world_size
+        change = None if laid_out is None else layout_change(laid_out, (ph.dp, ph.tp))
+        if change is not None:
+            yield cell(Dim.LAYOUT_CHANGE, change.value)
+        laid_out = (ph.dp, ph.tp)
         for cp in ph.checkpoints:
             kind = (
                 Checkpoint.STEP_0

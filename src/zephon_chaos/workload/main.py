@@ -285,7 +285,7 @@ def run_rank(
         **timing,
     )
     out.flush()
-    plant = Plant(spec.plant, rank, lanes, restored, world)
+    plant = Plant(spec.plant, dp_group(rank, spec.tp), lanes, restored, world)
     per_step = max(1, len(lanes))
     marks = checkpoint_marks(spec, per_step)
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)

@@ -1,7 +1,9 @@
 """Deliberate loader defects, planted in what a resumed rank records.
 
 They prove the oracle fails when it should: each mimics a real class of resume bug. A plant
-acts only on a rank that restored from a checkpoint, and only on rank 0 unless it says so.
+acts only on a rank that restored from a checkpoint, and only on rank 0 unless it says so;
+under a DP x TP layout "rank" is the rank's DP group (``Plant(name, dp_group, ...)``): a
+loader bug acts on what a rank reads, so on every rank of the group that reads it.
 """
 
 from __future__ import annotations
