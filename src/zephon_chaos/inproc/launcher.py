@@ -16,6 +16,7 @@ rank waiting in a checkpoint is released at once instead of at its aggregation t
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import sys
 import tempfile
 import threading
@@ -49,6 +50,13 @@ class TierRefusal(ValueError):
 
 class GroupStopped(RuntimeError):
     """Raised inside a rank thread to end it where torchrun would have ended its process."""
+
+
+class GroupTornDown(BaseException):
+    """Raised asynchronously in a rank thread still running after another rank failed, as
+    torchrun's agent kills a failed group's processes wherever they are (inside a store wait,
+    say). A BaseException, so that no ``except Exception`` in the code under test turns it
+    into a failure of its own."""
 
 
 def inproc_refusal(scenario: Scenario) -> str | None:
@@ -159,6 +167,8 @@ class _Group:
     """Per surviving rank: where torchrun would end it, once the crashed rank is gone."""
     failed: threading.Event = field(default_factory=threading.Event)
     stop_reason: str = ""
+    ended: set[int] = field(default_factory=set)
+    """Ranks whose thread left ``run_rank`` (an exception raised in it now would be lost)."""
 
     def hooks(self, rank: int, router: _WarningRouter) -> RankHooks:
         def on_step(n: int, taken: int) -> None:
@@ -263,20 +273,25 @@ class InprocLauncher:
 
         def body(rank: int) -> None:
             try:
-                run_rank(
-                    wspec,
-                    rank,
-                    world,
-                    default_store=default_store,
-                    hooks=group.hooks(rank, router),
-                )
-            except BaseException as exc:
-                errors[rank] = exc
-                tracebacks[rank] = traceback.format_exc()
-                if not isinstance(exc, GroupStopped) and not _scheduled(exc):
-                    group.stop_reason = f"rank {rank} failed: {type(exc).__name__}: {exc}"
-                    group.failed.set()
+                try:
+                    run_rank(
+                        wspec,
+                        rank,
+                        world,
+                        default_store=default_store,
+                        hooks=group.hooks(rank, router),
+                    )
+                except BaseException as exc:
+                    group.ended.add(rank)
+                    errors[rank] = exc
+                    tracebacks[rank] = traceback.format_exc()
+                    if not isinstance(exc, (GroupStopped, GroupTornDown)) and not _scheduled(exc):
+                        group.stop_reason = f"rank {rank} failed: {type(exc).__name__}: {exc}"
+                        group.failed.set()
+            except GroupTornDown as exc:  # it arrived while the rank was ending on its own
+                errors.setdefault(rank, exc)
             finally:
+                group.ended.add(rank)
                 finished_at[rank] = time.monotonic()
 
         threads = [
@@ -322,10 +337,13 @@ class InprocLauncher:
                 if remaining <= 0:
                     return True
                 t.join(min(remaining, 0.5))
-                if group.failed.is_set() and not released and host is not None:
-                    # A real group is torn down at its first failure: free waiting ranks now.
-                    self._release(host)
-                    released = True
+                if group.failed.is_set():
+                    # A real group is torn down at its first failure: free waiting ranks now,
+                    # whatever they wait on (the launch's store, a shared one, a directory).
+                    if not released and host is not None:
+                        self._release(host)
+                        released = True
+                    _tear_down(threads, group)
         return False
 
     @staticmethod
@@ -344,6 +362,18 @@ class InprocLauncher:
             raise TierRefusal(
                 f"launch path {spec.path!r} with {spec.nnodes} node(s) needs torchrun; "
                 "the in-process tier has one node of threads"
+            )
+
+
+def _tear_down(threads: list[threading.Thread], group: _Group) -> None:
+    """Raise :class:`GroupTornDown` in every rank thread still inside its rank; it is
+    delivered at the thread's next bytecode (Zephon's waits poll in Python, so a waiting
+    rank ends within one poll). Called again while the thread lives: a finalizer that was
+    running when it arrived ignores it."""
+    for rank, t in enumerate(threads):
+        if rank not in group.ended and t.is_alive() and t.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(t.ident), ctypes.py_object(GroupTornDown)
             )
 
 
@@ -366,7 +396,7 @@ def _result(
     first: RankOutcome | None = None
     for rank in range(world):
         exc = errors.get(rank)
-        stopped = isinstance(exc, GroupStopped)
+        stopped = isinstance(exc, (GroupStopped, GroupTornDown))
         code = 0 if exc is None else (STOPPED_EXITCODE if stopped else 1)
         outcome = RankOutcome(
             rank=rank,

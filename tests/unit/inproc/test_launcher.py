@@ -190,3 +190,46 @@ def test_a_launch_past_its_deadline_stops_every_rank_thread(tmp_path: Path) -> N
     assert result.timed_out and not result.ok
     assert set(result.stacks) == {"zc-late-rank0", "zc-late-rank1"} or result.stacks == {}
     assert not [t for t in threading.enumerate() if t.name.startswith("zc-late")]
+
+
+@pytest.mark.parametrize("aggregation", ["store_explicit", "dir"])
+def test_a_rank_waiting_on_a_peer_that_failed_is_torn_down_as_torchrun_would(
+    runner: InprocScenarioRunner, aggregation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 enters its checkpoint; only then does rank 1 fail, so rank 0 waits in the round
+    on a store or folder the launch does not own. Its group ends it there, as an agent kills
+    a failed group's processes, instead of it failing later by Zephon's own timeout."""
+    import dataclasses
+
+    import zephon_chaos.inproc.launcher as launcher
+
+    real = launcher.run_rank
+    entered = threading.Event()
+
+    def rank_1_fails(spec, rank, world, **kwargs):  # type: ignore[no-untyped-def]
+        if Path(spec.out_dir).name != "phase0":  # the reference run
+            return real(spec, rank, world, **kwargs)
+        hooks = kwargs["hooks"]
+        mine = hooks.before_checkpoint
+
+        def before_checkpoint(index: int) -> None:
+            mine(index)  # the group's own stop check comes first, as in every launch
+            if rank == 0:
+                entered.set()
+            elif entered.wait(60):
+                raise ValueError("rank 1 fails on purpose")
+
+        kwargs["hooks"] = dataclasses.replace(hooks, before_checkpoint=before_checkpoint)
+        return real(spec, rank, world, **kwargs)
+
+    monkeypatch.setattr(launcher, "run_rank", rank_1_fails)
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
+        phases=(Phase(2, 2, (CheckpointAt(1),)),),
+    )
+    outcome = runner.run(scenario)
+    result = outcome.phases[0].result
+    assert result.first_failure is not None and result.first_failure.rank == 1
+    rank0 = result.ranks[0]
+    assert rank0.killed_by_harness, result.summary()
+    assert rank0.error is not None and rank0.error.startswith("GroupTornDown"), rank0.error
