@@ -415,10 +415,6 @@ def scenarios(
     data = _data(draw)
     persist_format = draw(_weighted(PERSIST_FORMATS, persist_odds(tier, store_faults, profile)))
     run_id_policy = draw(_one_of(RUN_ID_POLICIES))
-    # Each launch's tp, drawn apart from the launches (whose own choices they would shift):
-    # deleting a launch while shrinking leaves them in place; each shrinks to 1 on its own.
-    tps = _weighted(tuple(str(t) for t in TP_CHOICES), tp_odds(tier, profile))
-    layouts = [int(draw(tps)) for _ in range(max_phases)]
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.
     drawn: list[Phase] = []
@@ -438,7 +434,11 @@ def scenarios(
             drawn[-1] = _arrival(draw, drawn[-1], lags=faults)
         if len(drawn) >= max_phases or draw(_MORE) == "stop":
             break
-    # Aligned on the last launch: deleting an earlier one keeps every later one's layout.
+    # Each launch's tp, drawn after all launches (whose own choices they would shift), always
+    # max_phases of them and aligned on the last launch: deleting a launch while shrinking
+    # leaves every other's layout in place, and each shrinks to 1 on its own.
+    tps = _weighted(tuple(str(t) for t in TP_CHOICES), tp_odds(tier, profile))
+    layouts = [int(draw(tps)) for _ in range(max_phases)]
     drawn = [replace(ph, tp=t) for ph, t in zip(drawn, layouts[-len(drawn) :], strict=True)]
     scenario = normalised(
         Scenario(
