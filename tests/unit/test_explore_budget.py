@@ -255,6 +255,7 @@ def _planted_search(
     return explorer
 
 
+@pytest.mark.slow  # a search of its own: tens of seconds
 def test_a_torchrun_finding_that_replays_in_process_is_shrunk_there_then_confirmed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -264,8 +265,9 @@ def test_a_torchrun_finding_that_replays_in_process_is_shrunk_there_then_confirm
     stats = explorer.result.tiers["torchrun"]
     assert finding.tier == "torchrun" and finding.shrunk_on == "inproc"
     minimal = finding.scenario
+    # The plant's minimum: a resize from one rank to two (C depends on the path shrinking
+    # took: 2 or 3 lanes resume mid-window alike).
     assert [ph.world_size for ph in minimal.phases] == [1, 2], minimal.summary()
-    assert minimal.pipeline.canonical_replicas == 2
     assert stats.shrunk_in_process >= 1
     # Shrinking ran in process only (every scenario here is expressible there); torchrun ran
     # the minimal scenario to confirm it: once after shrinking, then the two reruns.
@@ -276,6 +278,7 @@ def test_a_torchrun_finding_that_replays_in_process_is_shrunk_there_then_confirm
     assert finding.label == "reproducible"
 
 
+@pytest.mark.slow  # a search of its own: tens of seconds
 def test_a_minimum_found_in_process_that_passes_on_torchrun_goes_back_to_torchrun(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -283,9 +286,7 @@ def test_a_minimum_found_in_process_that_passes_on_torchrun_goes_back_to_torchru
     scenario that fails there, shrunk on torchrun."""
 
     def true_minimum(s: Scenario) -> bool:
-        return [ph.world_size for ph in s.phases] == [1, 2] and (
-            s.pipeline.canonical_replicas == 2
-        )
+        return [ph.world_size for ph in s.phases] == [1, 2]
 
     torchrun = ThreadsForTorchrun(tmp_path / "torchrun", passes=true_minimum)
     explorer = _planted_search(tmp_path, monkeypatch, torchrun)
@@ -313,12 +314,13 @@ def test_a_minimum_found_in_process_that_passes_on_torchrun_goes_back_to_torchru
 
 @pytest.mark.slow
 def test_time_to_find_reports_when_each_seed_first_saw_the_plant(tmp_path: Path) -> None:
+    """``skip_sample`` breaks every resume, so one short seed surely sees it."""
     out = tmp_path / "results.json"
     proc = subprocess.run(
         [
             sys.executable,
             str(REPO / "benchmarks" / "time_to_find.py"),
-            "--seeds", "1", "--first-seed", "3", "--budget", "40s", "--plant", PLANT,
+            "--seeds", "1", "--first-seed", "3", "--budget", "40s", "--plant", "skip_sample",
             "--json", str(out), "--", "--tier", "inproc", "--max-world", "2",
             "--max-phases", "2",
         ],
@@ -330,9 +332,9 @@ def test_time_to_find_reports_when_each_seed_first_saw_the_plant(tmp_path: Path)
     doc = json.loads(out.read_text())
     [run] = doc["runs"]
     assert run["exit_code"] in (0, 1) and run["problem"] is None and run["leftovers"] == 0
-    found = {r["signature"]: r for r in doc["time_to_find"]}
-    assert PLANT_SIGNATURE in found, proc.stdout
-    row = found[PLANT_SIGNATURE]
-    assert row["found"] == 1 and row["seeds"] == 1 and row["plant"] == PLANT
-    assert 0 < row["median_s"] < 40
-    assert PLANT_SIGNATURE in proc.stdout
+    rows = [r for r in doc["time_to_find"] if r["plant"] == "skip_sample"]
+    assert rows, proc.stdout
+    first = min(rows, key=lambda r: r["median_s"])
+    assert first["found"] == 1 and first["seeds"] == 1
+    assert 0 < first["median_s"] < 40
+    assert first["signature"] in proc.stdout

@@ -35,7 +35,9 @@ from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 TORCHRUN_EXAMPLES = 6
 """A torchrun scenario costs 10-30 s here via the CLI path (2-6 s via the warm lane): the
 torchrun properties cap their example counts."""
-STORE_FAULT_EXAMPLES = 4
+STORE_FAULT_EXAMPLES = 3
+"""Store-fault scenarios run longer (a failing round waits out its 2 s budget, a stalled link
+its short deadline); the explorer searches that space, CI samples it."""
 
 
 @pytest.fixture

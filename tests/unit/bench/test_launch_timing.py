@@ -39,6 +39,7 @@ def test_bad_bounds_are_refused_with_a_usage_error(argv: list[str], capsys) -> N
     assert "--rounds must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.cpu
 def test_the_bare_baseline_runs_the_scenario_itself(tmp_path) -> None:
     """Bare torchrun launches of the workload pass the scenario's oracle, and leave nothing."""
