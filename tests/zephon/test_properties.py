@@ -37,7 +37,8 @@ TORCHRUN_EXAMPLES = 6
 torchrun properties cap their example counts."""
 STORE_FAULT_EXAMPLES = 3
 """Store-fault scenarios run longer (a failing round waits out its 2 s budget, a stalled link
-its short deadline); the explorer searches that space, CI samples it."""
+its short deadline): the explorer searches that space and ``tox -e deep`` samples it; the
+default run keeps the targeted fault tests (test_faults_*.py)."""
 
 
 @pytest.fixture
@@ -70,7 +71,12 @@ def test_generated_scenarios_resume_correctly_in_process(
     ("store_faults", "examples"),
     [
         pytest.param(False, TORCHRUN_EXAMPLES, marks=pytest.mark.slow, id="processes"),
-        pytest.param(True, STORE_FAULT_EXAMPLES, marks=pytest.mark.chaos, id="store-faults"),
+        pytest.param(
+            True,
+            STORE_FAULT_EXAMPLES,
+            marks=[pytest.mark.chaos, pytest.mark.slow],
+            id="store-faults",
+        ),
     ],
 )
 def test_generated_scenarios_resume_correctly_on_torchrun(
