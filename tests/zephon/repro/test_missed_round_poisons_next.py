@@ -18,17 +18,12 @@ fails outright.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from zephon_chaos.launch.procs import ProcessRegistry
+from tests.zephon.repro.launch import json_lines, run_script
 
 SCRIPT = Path(__file__).with_name("missed_round_poisons_next.py")
 DEADLINE_S = 120.0
@@ -36,30 +31,8 @@ DEADLINE_S = 120.0
 
 
 def _run(tmp_path: Path) -> tuple[dict[int, dict[str, Any]], str]:
-    """Launch the script under torchrun; kill every process of the launch, whatever happens."""
-    pid_dir = tmp_path / "pids"
-    pid_dir.mkdir()
-    registry = ProcessRegistry(tag=f"missed-round-{uuid.uuid4().hex[:8]}", pid_dir=pid_dir)
-    env = {**os.environ, **registry.env(), "TMPDIR": str(tmp_path)}
-    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    argv += ["--nproc-per-node", "2", str(SCRIPT)]
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
-    )
-    registry.add(proc.pid)
-    try:
-        out, _ = proc.communicate(timeout=DEADLINE_S)
-    except subprocess.TimeoutExpired:
-        registry.kill_all()
-        out, _ = proc.communicate()
-        pytest.fail(f"torchrun passed its {DEADLINE_S:.0f} s deadline:\n{out.decode()[-3000:]}")
-    finally:
-        survivors = registry.kill_all()
-    assert not survivors, f"processes of the launch survived: {survivors}"
-    text = out.decode(errors="replace")
-    assert proc.returncode == 0, text[-3000:]
-    lines = [json.loads(line) for line in text.splitlines() if line.startswith('{"rank"')]
-    return {int(line["rank"]): line for line in lines}, text
+    text = run_script(SCRIPT, tmp_path, DEADLINE_S, nproc=2)
+    return {int(r): line for r, line in json_lines(text, "rank").items()}, text
 
 
 @pytest.fixture(scope="module")

@@ -11,18 +11,13 @@ different error, a run that reproduces only sometimes, a hang) fails it outright
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.zephon.repro.launch import json_lines, run_script
 from zephon_chaos.explore.known import NO_NEXT_CID, STRING_KEY_ZERO_CID_RESTORE
-from zephon_chaos.launch.procs import ProcessRegistry
 
 SCRIPT = Path(__file__).with_name("string_key_zero_cid.py")
 RUNS = 3
@@ -33,34 +28,8 @@ CONTROL_CASES = ("serializer-msgpack", "persist-pickle", "persist-plain-json-aft
 
 
 def _run(tmp_path: Path, n: int) -> dict[str, dict[str, Any]]:
-    """Run the script once; kill every process it started, whatever happens."""
-    work = tmp_path / f"run{n}"
-    (work / "pids").mkdir(parents=True)
-    registry = ProcessRegistry(tag=f"zero-cid-{uuid.uuid4().hex[:8]}", pid_dir=work / "pids")
-    env = {**os.environ, **registry.env(), "TMPDIR": str(work)}
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-    registry.add(proc.pid)
-    try:
-        out, _ = proc.communicate(timeout=DEADLINE_S)
-    except subprocess.TimeoutExpired:
-        registry.kill_all()
-        out, _ = proc.communicate()
-        pytest.fail(f"run {n} passed its {DEADLINE_S:.0f} s deadline:\n{out.decode()[-3000:]}")
-    finally:
-        survivors = registry.kill_all()
-    if survivors:
-        pytest.fail(f"processes of run {n} survived: {survivors}")
-    text = out.decode(errors="replace")
-    if proc.returncode != 0:
-        pytest.fail(f"run {n} exited {proc.returncode}:\n{text[-3000:]}")
-    cases = [json.loads(line) for line in text.splitlines() if line.startswith('{"case"')]
-    return {case["case"]: case for case in cases}
+    """Run the script once; every process it started is killed, whatever happens."""
+    return json_lines(run_script(SCRIPT, tmp_path / f"run{n}", DEADLINE_S), "case")
 
 
 def _refused(case: dict[str, Any]) -> bool:

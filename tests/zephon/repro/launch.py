@@ -1,0 +1,69 @@
+"""Run a standalone reproduction script with a deadline, and leave no process behind.
+
+The scripts import nothing but torch and zephon (that is what makes them evidence), so
+what they share lives here, on the test side: the launch, the deadline, the kill of every
+process they started, and reading the JSON lines they print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zephon_chaos.launch.procs import ProcessRegistry
+
+
+def run_script(
+    script: Path,
+    work: Path,
+    deadline_s: float,
+    *,
+    nproc: int | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
+    """Run ``script`` (under torchrun on ``nproc`` ranks, else plain python) in ``work``;
+    fail the test on its deadline, a non-zero exit or a surviving process; its output."""
+    (work / "pids").mkdir(parents=True)
+    registry = ProcessRegistry(tag=f"repro-{uuid.uuid4().hex[:8]}", pid_dir=work / "pids")
+    argv = [sys.executable, str(script)]
+    if nproc is not None:
+        argv[1:1] = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+    full_env = {**os.environ, **registry.env(), "TMPDIR": str(work), **(env or {})}
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=full_env,
+        start_new_session=True,
+    )
+    registry.add(proc.pid)
+    try:
+        out, _ = proc.communicate(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        registry.kill_all()
+        out, _ = proc.communicate()
+        pytest.fail(
+            f"{script.name} passed its {deadline_s:.0f} s deadline:\n{out.decode()[-3000:]}"
+        )
+    finally:
+        survivors = registry.kill_all()
+    if survivors:
+        pytest.fail(f"processes of {script.name} survived: {survivors}")
+    text = out.decode(errors="replace")
+    if proc.returncode != 0:
+        pytest.fail(f"{script.name} exited {proc.returncode}:\n{text[-3000:]}")
+    return text
+
+
+def json_lines(text: str, key: str) -> dict[Any, dict[str, Any]]:
+    """The JSON objects the script printed whose first key is ``key``, by that key's value."""
+    prefix = '{"' + key + '"'
+    found = [json.loads(line) for line in text.splitlines() if line.startswith(prefix)]
+    return {line[key]: line for line in found}
