@@ -47,9 +47,11 @@ CAUSES: tuple[str, ...] = (
     "interposer",
     "failed on another rank",
     "lockstep agreement failed",
+    "a peer left the group before the checkpoint meeting",
 )
 """Fragments of an error that names its cause: a store operation at an address, a wait that
-timed out (and on what), the leader's failure, or the lockstep agreement."""
+timed out (and on what), the leader's failure, the lockstep agreement, or a peer lost before
+the lockstep meeting (``workload.main.MEETING_LOST``: the rank never reached Zephon's round)."""
 POSITION_FIELDS = ("progress", "lane_emitted", "epoch_boundaries", "world", "version")
 """The checkpoint fields that fix the loader's logical position. ``inflight``, ``lane_ws_state``
 and ``lane_next_cid`` record how far prefetching had run, which varies run to run, and

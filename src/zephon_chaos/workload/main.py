@@ -94,7 +94,7 @@ def run(spec: WorkloadSpec) -> int:
     if spec.lags:
         hooks = _lag_hooks(spec, rank, device)
     elif spec.sync == "lockstep":
-        hooks = RankHooks(before_checkpoint=lambda index: _meet(device))
+        hooks = RankHooks(before_checkpoint=lambda index: _meet(device, index))
     code = run_rank(spec, rank, world, default_store=default_store, device=device, hooks=hooks)
     if spec.store_proxy_ports:
         _record_collective(spec, rank, world, "after_run")
@@ -130,7 +130,12 @@ def _record_collective(spec: WorkloadSpec, rank: int, world: int, label: str) ->
     out.close()
 
 
-def _meet(device: Any) -> None:
+MEETING_LOST = "a peer left the group before the checkpoint meeting"
+"""What a lockstep rank says when a peer died before meeting it: it never entered Zephon's
+checkpoint, so the fault oracle takes this as the cause (``oracles.faults.CAUSES``)."""
+
+
+def _meet(device: Any, index: int) -> None:
     """Lockstep ranks meet before a checkpoint, as a trainer's gradient all-reduce makes them.
 
     Without it a rank can reach ``checkpoint()`` later than ``aggregate_timeout_s`` after the
@@ -140,7 +145,10 @@ def _meet(device: Any) -> None:
     import torch
     import torch.distributed as dist
 
-    dist.all_reduce(torch.ones(1, device=device))
+    try:
+        dist.all_reduce(torch.ones(1, device=device))
+    except Exception as exc:  # gloo's closed connection, as torchrun tears the group down
+        raise RuntimeError(f"{MEETING_LOST} of checkpoint {index}: {exc}") from exc
 
 
 def _lag_hooks(spec: WorkloadSpec, rank: int, device: Any) -> RankHooks:
