@@ -121,6 +121,11 @@ class ZephonCoverage:
         if sys.gettrace() is not None:
             self.skipped = NotMeasured.TRACER_ACTIVE  # taking it over would break its owner
             return False
+        if _rank_threads_alive():
+            # A rank thread that outlived its launch (torn down, still unwinding) may be
+            # starting a thread of Zephon's: installing thread tracing then once spun the
+            # explorer forever (docs/explore.md). This scenario goes unmeasured instead.
+            return False
         if self._cov is None:
             import coverage
 
@@ -238,3 +243,10 @@ def write_files(reach: CodeReach, folder: Path) -> tuple[Path, Path]:
         for m in reach.modules:
             w.writerow([m.module, m.lines, m.lines_hit, m.branches, m.branches_hit, len(m.never)])
     return json_path, csv_path
+
+
+def _rank_threads_alive() -> bool:
+    """Whether a rank thread of the in-process tier (named ``zc-<launch>-rank<r>``) lives."""
+    import threading
+
+    return any(t.name.startswith("zc-s") and "-rank" in t.name for t in threading.enumerate())
