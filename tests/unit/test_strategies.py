@@ -71,18 +71,18 @@ def test_every_generated_scenario_is_valid_and_round_trips(scenario: Scenario) -
 SPACES = st.tuples(
     st.sampled_from(("inproc", "torchrun", "torchrun+store-faults")), st.integers(1, 5)
 )
+ANY_SCENARIO = SPACES.flatmap(
+    lambda space: scenarios(
+        tier=space[0].split("+")[0],  # type: ignore[arg-type]
+        store_faults=space[0].endswith("faults"),
+        max_world=space[1],
+    )
+)
+"""A scenario of either tier, with or without link faults, for any max_world 1..5."""
 
 
 @settings(max_examples=300, deadline=None, database=None)
-@given(
-    SPACES.flatmap(
-        lambda space: scenarios(
-            tier=space[0].split("+")[0],  # type: ignore[arg-type]
-            store_faults=space[0].endswith("faults"),
-            max_world=space[1],
-        )
-    )
-)
+@given(ANY_SCENARIO)
 def test_every_generated_scenario_obeys_the_one_validity_model(scenario: Scenario) -> None:
     """Both tiers, with and without link faults, any max_world: nothing validation refuses,
     and nothing normalising would change (generation builds through the same rules)."""

@@ -6,29 +6,16 @@ from __future__ import annotations
 import time
 
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
+from tests.unit.test_strategies import ANY_SCENARIO
 from zephon_chaos.explore.polish import candidates, normalised_candidates, polish
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.scenario_rules import REFUSAL_ERROR, normalised, violations
-from zephon_chaos.strategies import scenarios
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
-
-SPACES = st.tuples(
-    st.sampled_from(("inproc", "torchrun", "torchrun+store-faults")), st.integers(1, 5)
-)
 
 
 @settings(max_examples=120, deadline=None, database=None)
-@given(
-    SPACES.flatmap(
-        lambda space: scenarios(
-            tier=space[0].split("+")[0],  # type: ignore[arg-type]
-            store_faults=space[0].endswith("faults"),
-            max_world=space[1],
-        )
-    )
-)
+@given(ANY_SCENARIO)
 def test_no_polishing_candidate_fails_validation(scenario: Scenario) -> None:
     """``normalised_candidates`` validates each one: a gap in the rules raises here."""
     for cand in normalised_candidates(scenario):
