@@ -343,7 +343,8 @@ class InprocLauncher:
                     if not released and host is not None:
                         self._release(host)
                         released = True
-                    _tear_down(threads, group)
+                    if host is None:  # a launch-owned store is released above instead
+                        _tear_down(threads, group)
         return False
 
     @staticmethod
