@@ -155,6 +155,105 @@ class EventLog:
             self._f = None
 
 
+class _Fired(Exception):
+    """Internal: the action replaced the write (``drop``)."""
+
+
+class PhaseWrites:
+    """One rank's round-phase writes: counted, logged and faulted as its plan says.
+
+    The part of the interposer that knows nothing of the medium: the store interposer below
+    and the ``aggregate_dir`` one (``faults.dir_interposer``) classify a write, then hand it
+    here with the call that makes it, so both log the same events and act the same way.
+    """
+
+    def __init__(self, plan: InterposerPlan) -> None:
+        self.plan = plan
+        self.log = EventLog(plan.events_file)
+        self.counts: dict[str, int] = {}
+
+    def close(self) -> None:
+        self.log.close()
+
+    def write(
+        self, phase: str, key: str, forward: Callable[[], Any], dropped: Any, **extra: Any
+    ) -> Any:
+        """Log the n-th write of ``phase``, apply the triggers due before it, make it with
+        ``forward`` (or return ``dropped`` when a trigger dropped it), then those due after."""
+        n = self.counts[phase] = self.counts.get(phase, 0) + 1
+        facts: dict[str, Any] = {"rank": self.plan.rank, "phase": phase, "n": n, "key": key}
+        facts.update(extra)
+        self.log.write("write", **facts)
+        due = [t for t in self.plan.triggers if t.phase == phase and t.occurrence == n]
+        try:
+            for trigger in (t for t in due if t.when == "before"):
+                self._apply(trigger, facts)
+        except _Fired:
+            return dropped
+        result = forward()
+        for trigger in (t for t in due if t.when == "after"):
+            self._apply(trigger, facts)
+        return result
+
+    def _apply(self, trigger: PhaseTrigger, facts: dict[str, Any]) -> None:
+        action = trigger.action
+        fired = {**facts, "action": action, "when": trigger.when}
+        if action in ("sigkill", "sigterm", "sigstop", "exit", "kill_agent"):
+            self._tell("fired", fired, sync=True)
+            _signal_action(action)
+            self.log.write("resumed", **fired)
+            return
+        if action in ("hold", "await"):
+            self.log.write("held", sync=True, **fired)
+            how = "unreachable"
+            if self.plan.control is not None:
+                from zephon_chaos.faults.control import notify
+
+                how = notify(
+                    self.plan.control,
+                    {"kind": "held", **fired},
+                    wait_s=trigger.hold_timeout_s,
+                )
+            self.log.write("released", how=how, **fired)
+            return
+        if action in PROXY_ACTIONS:
+            fired["proxy"] = self._proxy_action(trigger)
+            self._tell("fired", fired, sync=True)
+            return
+        self._tell("fired", fired, sync=action != "event")
+        if action == "drop":
+            raise _Fired
+        if action == "raise":
+            raise RuntimeError(
+                f"interposer: rank {self.plan.rank} fails its {facts['phase']} write "
+                f"#{facts['n']} ({facts['key']}) as scheduled"
+            )
+
+    def _tell(self, kind: str, fired: dict[str, Any], *, sync: bool) -> None:
+        event = self.log.write(kind, sync=sync, **fired)
+        if self.plan.control is not None:
+            from zephon_chaos.faults.control import notify
+
+            notify(self.plan.control, event)
+
+    def _proxy_action(self, trigger: PhaseTrigger) -> dict[str, Any]:
+        from zephon_chaos.faults.proxy.client import ToxiproxyClient
+
+        assert self.plan.proxy_api_url and self.plan.proxy_name
+        with ToxiproxyClient(self.plan.proxy_api_url, timeout_s=10.0) as client:
+            if trigger.action == "cut":
+                info = client.disable(self.plan.proxy_name)
+                return {"name": info.name, "enabled": info.enabled}
+            toxic = client.add_toxic(
+                self.plan.proxy_name,
+                trigger.toxic,
+                stream=trigger.stream,
+                name=f"interposer-{trigger.phase}-{trigger.occurrence}",
+                attributes=dict(trigger.attributes),
+            )
+            return {"name": self.plan.proxy_name, "toxic": toxic.name, "type": toxic.type}
+
+
 _PLANS: dict[str, InterposerPlan] = {}
 
 
@@ -201,10 +300,6 @@ def _kvstore_base() -> type:
     return KVStore
 
 
-class _Fired(Exception):
-    """Internal: the action replaced the write (``drop``)."""
-
-
 def _make_store_class() -> type:
     base = _kvstore_base()
 
@@ -214,13 +309,12 @@ def _make_store_class() -> type:
         def __init__(self, inner: Any, plan: InterposerPlan) -> None:
             self.inner = inner
             self.plan = plan
-            self.log = EventLog(plan.events_file)
-            self.counts: dict[str, int] = {}
+            self.writes = PhaseWrites(plan)
             self.poll_interval_s = inner.poll_interval_s
             self.max_value_bytes = inner.max_value_bytes
 
         def __del__(self) -> None:
-            self.log.close()
+            self.writes.close()
 
         # Reads and plain operations pass through.
         def check_ready(self) -> None:
@@ -269,79 +363,10 @@ def _make_store_class() -> type:
             phase = phase_of(op, key)
             if phase is None:
                 return forward()
-            n = self.counts[phase] = self.counts.get(phase, 0) + 1
-            facts: dict[str, Any] = {"rank": self.plan.rank, "phase": phase, "n": n, "key": key}
+            extra: dict[str, str] = {}
             if phase == "outcome":
-                facts["outcome"] = "result" if value[:1] == b"R" else "failure"
-            self.log.write("write", **facts)
-            due = [t for t in self.plan.triggers if t.phase == phase and t.occurrence == n]
-            try:
-                for trigger in (t for t in due if t.when == "before"):
-                    self._apply(trigger, facts)
-            except _Fired:
-                return dropped
-            result = forward()
-            for trigger in (t for t in due if t.when == "after"):
-                self._apply(trigger, facts)
-            return result
-
-        def _apply(self, trigger: PhaseTrigger, facts: dict[str, Any]) -> None:
-            action = trigger.action
-            fired = {**facts, "action": action, "when": trigger.when}
-            if action in ("sigkill", "sigterm", "sigstop", "exit", "kill_agent"):
-                self._tell("fired", fired, sync=True)
-                _signal_action(action)
-                self.log.write("resumed", **fired)
-                return
-            if action in ("hold", "await"):
-                self.log.write("held", sync=True, **fired)
-                how = "unreachable"
-                if self.plan.control is not None:
-                    from zephon_chaos.faults.control import notify
-
-                    how = notify(
-                        self.plan.control,
-                        {"kind": "held", **fired},
-                        wait_s=trigger.hold_timeout_s,
-                    )
-                self.log.write("released", how=how, **fired)
-                return
-            if action in PROXY_ACTIONS:
-                fired["proxy"] = self._proxy_action(trigger)
-                self._tell("fired", fired, sync=True)
-                return
-            self._tell("fired", fired, sync=action != "event")
-            if action == "drop":
-                raise _Fired
-            if action == "raise":
-                raise RuntimeError(
-                    f"interposer: rank {self.plan.rank} fails its {facts['phase']} write "
-                    f"#{facts['n']} ({facts['key']}) as scheduled"
-                )
-
-        def _tell(self, kind: str, fired: dict[str, Any], *, sync: bool) -> None:
-            event = self.log.write(kind, sync=sync, **fired)
-            if self.plan.control is not None:
-                from zephon_chaos.faults.control import notify
-
-                notify(self.plan.control, event)
-
-        def _proxy_action(self, trigger: PhaseTrigger) -> dict[str, Any]:
-            from zephon_chaos.faults.proxy.client import ToxiproxyClient
-
-            assert self.plan.proxy_api_url and self.plan.proxy_name
-            with ToxiproxyClient(self.plan.proxy_api_url, timeout_s=10.0) as client:
-                if trigger.action == "cut":
-                    info = client.disable(self.plan.proxy_name)
-                    return {"name": info.name, "enabled": info.enabled}
-                toxic = client.add_toxic(
-                    self.plan.proxy_name,
-                    trigger.toxic,
-                    stream=trigger.stream,
-                    name=f"interposer-{trigger.phase}-{trigger.occurrence}",
-                    attributes=dict(trigger.attributes),
-                )
-                return {"name": self.plan.proxy_name, "toxic": toxic.name, "type": toxic.type}
+                extra["outcome"] = "result" if value[:1] == b"R" else "failure"
+            return self.writes.write(phase, key, forward, dropped, **extra)
 
     return _InterposedStore
 

@@ -273,6 +273,8 @@ def run_rank(
         aggregate_dir=agg_dir,
         tp=spec.tp,
     )
+    if store is None:
+        _interposed_dir(spec, rank, pipe)
     restored: dict[str, Any] | None = None
     timing: dict[str, float] = {}  # monotonic (system-wide): comparable across a host's ranks
     if spec.restore_from:
@@ -410,18 +412,29 @@ def _tensors_of(payload: Any, tensor_type: type) -> list[Any]:
 
 
 def _interposed(spec: WorkloadSpec, rank: int, store: str | None) -> str | None:
-    """The store URI wrapped in the interposer (``chaos://``) when the spec asks for it."""
+    """The store URI wrapped in the interposer (``chaos://``) when the spec asks for it
+    (None, aggregate_dir, stays None: ``_interposed_dir`` wraps the pipeline instead)."""
     if not (spec.interpose or any(t.rank == rank for t in spec.triggers)):
         return store
-    from zephon_chaos.faults.interposer import InterposerError, interpose_uri, plan_for
+    from zephon_chaos.faults.interposer import interpose_uri, plan_for
 
     plan = plan_for(spec, rank)
-    if store is None or plan is None:
-        raise InterposerError(
-            "phase triggers observe the aggregation store; with aggregation 'dir' there is "
-            "none: use aggregation 'store' (or step faults) instead"
-        )
+    if store is None or plan is None:  # aggregate_dir: the pipeline's files are interposed
+        return store
     return interpose_uri(store, plan)
+
+
+def _interposed_dir(spec: WorkloadSpec, rank: int, pipe: Any) -> None:
+    """With aggregation 'dir', the pipeline's round-file writes go through the interposer
+    (``faults.dir_interposer``) when the spec asks for it, as a store's keys would."""
+    if not (spec.interpose or any(t.rank == rank for t in spec.triggers)):
+        return
+    from zephon_chaos.faults.dir_interposer import interpose_pipeline
+    from zephon_chaos.faults.interposer import plan_for
+
+    plan = plan_for(spec, rank)
+    if plan is not None:
+        interpose_pipeline(pipe, plan)
 
 
 def _checkpoint(
