@@ -26,8 +26,10 @@ Rules, per launch ``i`` (C: its canonical_replicas):
   only at a round point (the harness continues a rank it heard stop there);
 * a rank fault at a round point (``RankFault.at``: ``shard``, ``ack#2``, ...) is the launch's
   only rank fault, one of ``RANK_POINT_ACTIONS``, where a round can time it (as a link
-  fault below), on a rank that writes its point, in round n at most the checkpoint count,
-  and not beside ``dcp`` persistence (a split outcome would block its collective save);
+  fault below, but with ``aggregate_dir`` too: the rank's interposer wraps its round files,
+  ``faults.dir_interposer``, which have no ``participants`` write), on a rank that writes its
+  point, in round n at most the checkpoint count, and not beside ``dcp`` persistence (a
+  split outcome would block its collective save);
 * link faults (``proxy_faults``) only where a checkpoint round can time them: two or more
   ranks, aggregation through a store (``store`` or ``store_explicit``), a runner other than
   ``process``, no ``mtp_mode``, at least one checkpoint, and not a restored launch that
@@ -54,6 +56,7 @@ from dataclasses import astuple, dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from zephon_chaos.faults.dir_interposer import NoFileCounterpart, absent_on_dir
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.workload.spec import (
     COLLECTIVE_FORMATS,
@@ -81,6 +84,10 @@ STREAMS = ("upstream", "downstream")
 STORE_AGGREGATIONS = ("store", "store_explicit")
 """Aggregation modes whose rounds go through a store the ranks' clients reach (link faults,
 the interposer): torchrun's (``torch://``) or the harness-hosted one (``torch://host:port``)."""
+DIR_AGGREGATION = "dir"
+POINT_AGGREGATIONS = (*STORE_AGGREGATIONS, DIR_AGGREGATION)
+"""Aggregation modes whose rounds a rank's interposer times a round-point rank fault in: the
+store's keys (``faults.interposer``) or ``aggregate_dir``'s files (``faults.dir_interposer``)."""
 RANK_POINT_ACTIONS = ("raise", "exit", "sigkill", "sigterm", "sigstop")
 """Rank faults a round point can time, simplest first; ``sigstop`` is followed by the
 harness's SIGCONT (``faults.round_faults``)."""
@@ -166,12 +173,15 @@ def refusal(s: Scenario, i: int) -> Refusal | None:
     return None
 
 
-def no_round(s: Scenario, i: int) -> NoRound | None:
-    """Why launch ``i`` cannot carry a link fault; world and pipeline reasons first."""
+def no_round(
+    s: Scenario, i: int, aggregations: Sequence[str] = STORE_AGGREGATIONS
+) -> NoRound | None:
+    """Why launch ``i`` cannot carry a link fault (a round-point rank fault: ``aggregations``
+    ``POINT_AGGREGATIONS``, see :func:`no_point_round`); world and pipeline reasons first."""
     ph, p = s.phases[i], s.pipeline
     if ph.world_size < 2:
         return NoRound.ONE_RANK
-    if p.aggregation not in STORE_AGGREGATIONS:
+    if p.aggregation not in aggregations:
         return NoRound.NOT_STORE
     if p.runner == "process":
         return NoRound.PROCESS_RUNNER
@@ -183,6 +193,16 @@ def no_round(s: Scenario, i: int) -> NoRound | None:
     if restored and CheckpointAt(0) in ph.checkpoints:
         return NoRound.RESTORED_STEP_ZERO
     return None
+
+
+def no_point_round(s: Scenario, i: int) -> NoRound | None:
+    """Why no round of launch ``i`` can time a round-point rank fault (None: one can)."""
+    return no_round(s, i, POINT_AGGREGATIONS)
+
+
+def missing_point(s: Scenario, point: str) -> NoFileCounterpart | None:
+    """Why the scenario's aggregation writes no ``point`` (None: it does, on some rank)."""
+    return absent_on_dir(point) if s.pipeline.aggregation == DIR_AGGREGATION else None
 
 
 def round_point(at: str) -> tuple[str, int] | None:
@@ -434,9 +454,11 @@ def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Ite
             f"{where}.action",
             f"{f.action!r} is not a round-point fault; one of {', '.join(RANK_POINT_ACTIONS)}",
         )
-    blocked = no_round(s, i)
+    blocked, missing = no_point_round(s, i), missing_point(s, name)
     if blocked is not None:
         yield Violation(f"{where}.at", f"no round can time a rank fault: {blocked.value}")
+    elif missing is not None:
+        yield Violation(f"{where}.at", f"no rank writes {name!r}: {missing.value}")
     elif 0 <= f.rank < ph.world_size and not writes_point(name, f.rank):
         who = "the leader (rank 0)" if name in LEADER_POINTS else "followers (not rank 0)"
         yield Violation(f"{where}.rank", f"only {who} write(s) {name!r}: rank {f.rank} never does")
@@ -588,11 +610,13 @@ def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> Rank
     """The first round-point rank fault on a rank that writes its point, if a round can
     time it (else None: the launch keeps its step faults)."""
     ph = s.phases[i]
-    if not faults or no_round(s, i) is not None or s.persist_format in COLLECTIVE_FORMATS:
+    if not faults or no_point_round(s, i) is not None or s.persist_format in COLLECTIVE_FORMATS:
         return None
     f = faults[0]
     point = rank_point(f)
     if point is None or point[1] > len(ph.checkpoints) or f.action not in RANK_POINT_ACTIONS:
+        return None
+    if missing_point(s, point[0]) is not None:
         return None
     return replace(f, rank=_writer(point[0], f.rank, ph.world_size), at_step=0)
 

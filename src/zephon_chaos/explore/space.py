@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 
+from zephon_chaos.faults.dir_interposer import absent_on_dir
 from zephon_chaos.faults.round_faults import RoundFaultLaunch
 from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
 from zephon_chaos.runner import ScenarioOutcome
@@ -151,6 +152,9 @@ class Why(Enum):
     ONE_RANK = "a link fault needs two ranks: a single rank never contacts the store"
     STORE_ONLY = "with store faults every scenario aggregates through a store (no dir)"
     DIR_NO_STORE = "aggregate_dir has no store traffic to fault"
+    DIR_NO_PARTICIPANTS = (
+        "aggregate_dir has no participants write: the leader lists the round's shard files"
+    )
     RESET_AT_START = "a reset at start resets nothing: the strategies move it to the first round"
     LEADER_ONLY = "only the leader (rank 0) announces a round and publishes its outcome"
     FOLLOWER_ONLY = "only followers acknowledge; the leader writes no ack"
@@ -349,7 +353,9 @@ def declare(
                         Why.THREADS_NO_ROUND_FAULT if inproc and not at_step else None,
                         Why.STOP_AT_STEP if at_step and action not in PROCESS_FAULTS else None,
                         Why.RETRY_NEEDS_ROUND if at_step and retry != RETRIES[0] else None,
-                        Why.DIR_NO_STORE if agg == "dir" and not at_step else None,
+                        Why.DIR_NO_PARTICIPANTS
+                        if agg == "dir" and not at_step and absent_on_dir(point) is not None
+                        else None,
                         _store_only(store_only, agg),
                         None if at_step else one_rank(max_world),
                     )

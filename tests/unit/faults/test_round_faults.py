@@ -33,13 +33,22 @@ def _faulted(
     )
 
 
+POINTS_AND_WRITERS = [
+    ("announce", 0), ("shard", 0), ("shard#2", 1), ("participants", 1), ("outcome#2", 0),
+    ("ack", 1),
+]
+
+
 @pytest.mark.parametrize("action", ["raise", "exit", "sigkill", "sigterm", "sigstop"])
 @pytest.mark.parametrize(
-    ("at", "rank"),
-    [("announce", 0), ("shard", 0), ("shard#2", 1), ("participants", 1), ("outcome#2", 0),
-     ("ack", 1)],
+    ("at", "rank", "aggregation"),
+    [
+        (at, rank, aggregation)
+        for aggregation in ("store", "store_explicit", "dir")
+        for at, rank in POINTS_AND_WRITERS
+        if not (aggregation == "dir" and at == "participants")  # no such file (refused below)
+    ],
 )
-@pytest.mark.parametrize("aggregation", ["store", "store_explicit"])
 def test_a_rank_fault_at_any_round_point_is_valid_where_its_rank_writes_it(
     action: str, at: str, rank: int, aggregation: str
 ) -> None:
@@ -54,7 +63,14 @@ REFUSED = {
     "round past the checkpoints": (RankFault(1, 0, "exit", at="shard#3"), {}, ".at: round 3"),
     "not a point": (RankFault(1, 0, "exit", at="start"), {}, ".at"),
     "an action no point times": (RankFault(1, 0, "kill_agent", at="shard"), {}, ".action"),
-    "aggregate_dir": (RankFault(1, 0, "raise", at="shard"), {"aggregation": "dir"}, ".at: no"),
+    "participants on aggregate_dir": (
+        RankFault(1, 0, "raise", at="participants"),
+        {"aggregation": "dir"},
+        ".at: no rank writes 'participants': aggregate_dir has no participants write",
+    ),
+    "one rank on aggregate_dir": (
+        RankFault(0, 0, "raise", at="shard"), {"world": 1, "aggregation": "dir"}, ".at: no round"
+    ),
     "worker processes": (RankFault(1, 0, "raise", at="shard"), {"runner": "process"}, ".at: no"),
     "mtp_mode": (RankFault(1, 0, "raise", at="shard"), {"mtp_mode": True}, ".at: no"),
     "one rank": (RankFault(0, 0, "raise", at="shard"), {"world": 1}, ".at: no round"),
