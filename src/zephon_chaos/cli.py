@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from zephon_chaos.commands import UsageError
+
 COMMANDS: dict[str, str] = {
     "explore": "generate scenarios, run them on real groups, report minimal violations",
     "run": "run one scenario file and print its verdict",
@@ -23,10 +25,6 @@ COMMANDS: dict[str, str] = {
 
 LAUNCHING = ("explore", "run", "replay", "bench")
 """Commands that start groups: they own what they start (``hygiene.command``)."""
-
-
-class UsageError(Exception):
-    """Bad input from the command line; printed without a traceback, exit 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,1 +1,9 @@
 """Subcommands of ``zephon-chaos``: one module each, with ``add_arguments`` and ``run``."""
+
+
+class UsageError(Exception):
+    """Bad input from the command line; printed without a traceback, exit 2.
+
+    Defined here, below the subcommands, so that they raise it without importing ``cli``,
+    which sits above them and loads them by name.
+    """

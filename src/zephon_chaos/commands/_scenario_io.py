@@ -7,7 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from zephon_chaos.cli import UsageError
+from zephon_chaos.commands import UsageError
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario, ScenarioError
 

@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from zephon_chaos.cli import UsageError
+from zephon_chaos.commands import UsageError
 
 SUBCOMMANDS = {"aggregation": "checkpoint aggregation time and store traffic at scale"}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from zephon_chaos.cli import UsageError
+from zephon_chaos.commands import UsageError
 from zephon_chaos.hygiene.owner import UnsafeDirectory, private_root, temp_base
 from zephon_chaos.hygiene.reaper import reap
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zephon_chaos.cli import UsageError
+from zephon_chaos.commands import UsageError
 from zephon_chaos.commands._scenario_io import add_launch_options
 from zephon_chaos.explore.findings import Finding, Section
 
@@ -158,11 +158,6 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     if args.launch not in LAUNCHES:
         raise UsageError(f"--launch {args.launch!r}: choose one of {', '.join(LAUNCHES)}")
-    if args.store_faults and args.tier == "inproc":
-        raise UsageError(
-            "--store-faults needs --tier torchrun or both: the fault proxy sits between rank "
-            "processes and torchrun's store"
-        )
     if args.plant is not None and args.plant not in PLANTS:
         raise UsageError(f"--plant {args.plant!r}: choose one of {', '.join(PLANTS)}")
     from zephon_chaos.strategies import PROFILES

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from zephon_chaos.cli import UsageError
+from zephon_chaos.commands import UsageError
 from zephon_chaos.commands._scenario_io import Workspace, add_common, prepare, run_once
 
 

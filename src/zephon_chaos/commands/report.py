@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from zephon_chaos.cli import UsageError
+from zephon_chaos.commands import UsageError
 
 DEFAULT_OUT = "chaos-report-merged"
 

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from zephon_chaos.launch.procs import ProcId
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: diagnostics sits below launch, which calls it at a deadline
     from zephon_chaos.launch.group import TorchrunGroup
+    from zephon_chaos.launch.procs import ProcId
 
 PYSPY_VAR = "ZEPHON_CHAOS_PYSPY"
 """Path of the py-spy binary; ``off`` skips py-spy (to exercise the faulthandler fallback)."""

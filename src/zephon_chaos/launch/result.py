@@ -26,7 +26,7 @@ class RankOutcome:
     unknown_because: str | None = None
     """Why no exit status is known for a rank that did start (its agent died silent)."""
     kernel_note: str | None = field(default=None, repr=False, compare=False)
-    """The kernel log's word on an unexplained SIGKILL, read once (see ``report.kernel``)."""
+    """The kernel log's word on an unexplained SIGKILL, read once (see ``diagnostics.kernel``)."""
 
     @property
     def unexplained_sigkill(self) -> bool:
@@ -59,7 +59,7 @@ class RankOutcome:
     def _kernel_note(self) -> str:
         if self.pid is None:
             return "no PID recorded to look up in the kernel log"
-        from zephon_chaos.report.kernel import oom_evidence
+        from zephon_chaos.diagnostics.kernel import oom_evidence
 
         return oom_evidence(self.pid).describe()
 

@@ -25,7 +25,6 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from zephon_chaos.launch.group import _INHERITED_LAUNCH_VARS, StackCollector, TorchrunGroup
 from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId, proc_id
@@ -336,48 +335,6 @@ def warm_launcher(
             raise
 
     return launch
-
-
-def warm_launcher_for(request: Any, torchrun_group: Any) -> Launcher:
-    """The launcher ``--chaos-launch warm`` gives ``resume_check`` (and any test).
-
-    Groups run under the test's private root, are registered for the test's leak check and
-    the ``torchrun_group`` teardown, and their reports are attached on failure; launches
-    that must not be forked go through ``torchrun_group.run_spec`` (the CLI path).
-    """
-    from zephon_chaos.report.sections import attach_group_report
-
-    server: WarmServerProcess = request.getfixturevalue("chaos_warm_server")
-    root: Path = request.getfixturevalue("chaos_tmp_root")
-    resources = request.getfixturevalue("chaos_registry")
-
-    def register(group: TorchrunGroup) -> None:
-        resources.registries.append(group.registry)
-        torchrun_group.groups.append(group)
-
-    inner = warm_launcher(
-        server,
-        root,
-        fallback=torchrun_group.run_spec,
-        on_group=register,
-        on_deadline=_stack_collector(),
-    )
-
-    def launch(spec: LaunchSpec) -> GroupResult:
-        result = inner(spec)
-        if WARM_NOTE in result.notes:  # the CLI fallback attaches its own report
-            attach_group_report(request.node, result)
-        return result
-
-    return launch
-
-
-def _stack_collector() -> StackCollector | None:
-    try:
-        from zephon_chaos.diagnostics.stacks import collect_group_stacks
-    except ImportError:
-        return None
-    return collect_group_stacks  # type: ignore[no-any-return]
 
 
 def server_survivors(server: WarmServerProcess) -> list[ProcId]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.launch.test_group import CASES, MISBEHAVIOURS, misbehaviour_env
+from zephon_chaos.fixtures.warm import warm_launcher_for
 from zephon_chaos.launch import LAUNCH_PATHS, GroupResult, LaunchSpec
 from zephon_chaos.launch.procs import exit_notes
 from zephon_chaos.launch.warm import (
@@ -22,7 +23,6 @@ from zephon_chaos.launch.warm import (
     fork_unsafe_reason,
     server_survivors,
     warm_launcher,
-    warm_launcher_for,
 )
 from zephon_chaos.runner import Launcher, ScenarioRunner
 from zephon_chaos.scenario import Phase, Scenario

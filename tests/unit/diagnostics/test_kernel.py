@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zephon_chaos.diagnostics.kernel import oom_evidence, read_kernel_log
 from zephon_chaos.launch.result import RankOutcome
-from zephon_chaos.report.kernel import oom_evidence, read_kernel_log
 
 LOG = [
     "Out of memory: Killed process 12345 (python) total-vm:1000kB, anon-rss:900kB",
