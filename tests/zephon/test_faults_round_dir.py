@@ -59,6 +59,7 @@ def test_a_rank_faulted_at_a_dir_round_point_and_the_relaunch_resumes(
     key = PurePosixPath(events[0]["key"])
     assert key.parent.name == AGG_DIR_NAME and phase_of_file(str(key)) == point, key
     assert launch.verdict.outcome in OUTCOMES[action], launch.verdict.describe()
+    assert str(key) in launch.verdict.evidence[0], launch.verdict.evidence
     if action in DEATH_WORDS:
         assert DEATH_WORDS[action] in run.result.rank(rank).status, run.result.summary()
     if action == "sigstop":

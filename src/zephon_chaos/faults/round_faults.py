@@ -2,8 +2,10 @@
 
 A ``RankFault`` whose ``at`` is a round point (``shard``, ``ack#2``: the rank's n-th write of
 that point) becomes a ``PhaseTrigger`` on that rank: its interposer applies the action right
-before the write (raise in the store call, exit, SIGKILL, SIGTERM, SIGSTOP), after fsyncing
-the ``fired`` event that is the evidence.
+before the write (raise in the store call or file write, exit, SIGKILL, SIGTERM, SIGSTOP),
+after fsyncing the ``fired`` event that is the evidence. The interposer is the store's
+(``faults.interposer``) or, with aggregation ``dir``, that of the rank's round files
+(``faults.dir_interposer``); both write the same events, so the judging below is one.
 
 A SIGSTOP is the harness's to end. A watcher thread hears the rank's ``fired`` event on the
 control channel, waits for the kernel's word that the rank stopped (state T), then for the
@@ -169,7 +171,7 @@ class RoundFaultLaunch:
         if fired:
             self.evidence.append(
                 f"rank {fault.rank}'s interposer applied {fault.action} before its {name} "
-                f"write #{n}"
+                f"write #{n} ({fired[0].get('key')})"
             )
         else:
             problems.append(f"{where}: rank fault {fault.action} at {fault.at} left no evidence")
