@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.spec import LAUNCH_PATHS, LaunchPath
+from zephon_chaos.scenario_rules import STORE_ACTIONS as STORE_ACTIONS  # re-exported
 from zephon_chaos.scenario_rules import Refusal, violations
 from zephon_chaos.workload.spec import (
     AGGREGATIONS,
@@ -74,8 +75,6 @@ class StoreFault:
     stall_s: float = 1.0
 
 
-STORE_ACTIONS: tuple[str, ...] = ("restart", "kill", "sigstop")
-"""Hosted-store faults, simplest first: an empty store at once, a store gone, a stalled one."""
 
 
 @dataclass(frozen=True)

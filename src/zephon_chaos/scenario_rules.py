@@ -36,7 +36,9 @@ Rules, per launch ``i`` (C: its canonical_replicas):
   checkpoints before its first batch; the leader-only points (announce, outcome) on rank 0,
   the follower-only one (ack) elsewhere; a ``reset_peer`` at a round point (at start it
   resets nothing); the n-th round at most the launch's checkpoint count; a retry policy only
-  with a link fault or a round-point rank fault;
+  with a link fault or a round-point rank fault that leaves its rank alive (``raise``,
+  ``sigstop``): an ``exit``, SIGKILL or SIGTERM ends its rank, and torchrun's agent ends the
+  group within one monitor interval, long before any round could fail and be retried;
 * over finite data the last launch can run dry (it would otherwise stop with lanes out of
   step, which the batch oracle cannot compare);
 * ``sync: free`` only with two or more ranks (one rank is late for no one); a lag
@@ -92,6 +94,12 @@ RANK_POINT_ACTIONS = ("raise", "exit", "sigkill", "sigterm", "sigstop")
 """Rank faults a round point can time, simplest first; ``sigstop`` is followed by the
 harness's SIGCONT (``faults.round_faults``)."""
 ROUND_ONLY_ACTIONS = ("sigstop",)
+STALLING_TOXICS = ("timeout",)
+"""Link faults that stall a link for good: data stops and no store call on it returns (a known
+Zephon defect, ``explore.known``); only a launch's deadline ends a rank waiting on one."""
+PROCESS_ENDING_ACTIONS = ("exit", "sigkill", "sigterm")
+"""Rank faults that end their rank's process: its group ends with it, so no retry policy of
+the launch is ever observed (normalising sets it to ``none``)."""
 """Rank faults a scenario times only by a round point: at a step nothing would continue it."""
 
 
@@ -478,11 +486,11 @@ def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Ite
 def _link_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     ph, where = s.phases[i], f"phases[{i}]"
     if not ph.proxy_faults:
-        if ph.retry != "none" and not any(f.at_round for f in ph.rank_faults) and not ph.lags:
+        if ph.retry != "none" and not any(retried(f) for f in ph.rank_faults) and not ph.lags:
             yield Violation(
                 f"{where}.retry",
-                f"retry {ph.retry!r} needs a link fault, a round-point rank fault or a lag to "
-                "fail a round; without one use 'none'",
+                f"retry {ph.retry!r} needs a link fault, a round-point rank fault that leaves its "
+                "rank alive (raise, sigstop) or a lag to fail a round; without one use 'none'",
             )
         return
     blocked = no_round(s, i)
@@ -603,7 +611,14 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
     if point_fault is not None:
         ph = replace(ph, rank_faults=(point_fault,))
     ph = _synced(ph)
-    return replace(ph, retry=ph.retry if faults or point_fault or ph.lags else "none")
+    retries = faults or (point_fault is not None and retried(point_fault)) or ph.lags
+    return replace(ph, retry=ph.retry if retries else "none")
+
+
+def retried(f: RankFault) -> bool:
+    """Whether a launch's retry policy can act on the round ``f`` fails: it is timed by a
+    round point and leaves its rank alive (``PROCESS_ENDING_ACTIONS`` end the group)."""
+    return f.at_round and f.action not in PROCESS_ENDING_ACTIONS
 
 
 def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> RankFault | None:
@@ -714,6 +729,8 @@ def _writer(name: str, rank: int, world: int) -> int:
 # steps that fire in attempt 0 only (``restart: 0``), no agent kill or stop, one host, and a
 # checkpoint if another launch follows (attempt 1 hands on its last).
 
+STORE_ACTIONS: tuple[str, ...] = ("restart", "kill", "sigstop")
+"""Hosted-store faults, simplest first: an empty store at once, a store gone, a stalled one."""
 HOSTED_AGGREGATION = "store_explicit"
 MAX_STALL_S = 30.0
 RESTART_ACTIONS = ("raise", "exit", "sigkill", "sigterm")
@@ -736,7 +753,6 @@ def no_store_fault(s: Scenario, i: int) -> NoRound | NoHostedStore | None:
 
 def store_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     """The hosted-store fault and restart rules of launch ``i``."""
-    from zephon_chaos.scenario import STORE_ACTIONS
 
     ph, where = s.phases[i], f"phases[{i}]"
     if refusal(s, i) is not None:

@@ -6,8 +6,8 @@ data-parallel group, 1 first: DP changes with TP fixed, TP with DP fixed, both),
 at any step (step 0 before the
 first batch, mid-window, after the data ran out), every persistence format, aggregation mode
 and runner, relaunches after a crash from the same checkpoint with the same run_id, rank
-fault schedules (on torchrun at a step or at a point of a checkpoint round, on the leader or
-a follower) and (``store_faults``, torchrun tier) faults on a rank's link to the aggregation
+fault schedules (at a step or at a point of a checkpoint round, on the leader or a follower;
+in process only ``raise``) and (``store_faults``) faults on a rank's link to the aggregation
 store at a logical point of a checkpoint round, with the retry policy the workload follows
 after a failed checkpoint.
 
@@ -30,6 +30,7 @@ from zephon_chaos.scenario_rules import (
     FOLLOWER_POINTS,
     LEADER_POINTS,
     RANK_POINT_ACTIONS,
+    STALLING_TOXICS,
     STORE_AGGREGATIONS,
     lanes_per_rank,
     normalised,
@@ -75,6 +76,9 @@ RANK_FAULT_POINTS = (AT_STEP, *ROUND_PHASES)
 ROUND_NUMBERS = (1, 2)
 """The round (``#n``) a round-point fault hits: the first, or one after a completed one."""
 STORE_TOXICS = ("latency", "down", "reset_peer", "timeout")
+THREAD_TOXICS = tuple(t for t in STORE_TOXICS if t not in STALLING_TOXICS)
+"""Link faults the in-process tier draws: a stalled link would hold a rank thread inside the
+C++ store client until the launch's deadline (``inproc.inproc_refusal``)."""
 """Link faults, simplest first: a slow link, a link that is gone, a connection reset, a link
 that stalls (``timeout``: a known Zephon defect keeps store calls on it blocked, so a launch
 that waits for the stalled rank hangs; it runs under a short deadline,
@@ -103,7 +107,9 @@ TP_ODDS = (6, 3, 1)
 DOWNSTREAM_TP_ODDS = (1, 4, 1)
 """The downstream's DP x TP with tp 2, two launches in three (torchrun tier)."""
 STORE_FAULT_AGGREGATIONS = STORE_AGGREGATIONS
-STORE_FAULT_AGGREGATION_ODDS = (3, 1)
+STORE_FAULT_AGGREGATION_ODDS = (3, 2, 1)
+"""Odds of each of ``AGGREGATION_CHOICES`` with link faults on: mostly through a store (what
+they act on); ``dir`` still, for its round-point rank faults (a link fault there is dropped)."""
 """With store faults: torchrun's store, or (one in four) the one the harness hosts."""
 MAPPING_CHOICES = ("contiguous", "interleaved")
 AGGREGATION_CHOICES = ("store", "store_explicit", "dir")
@@ -236,9 +242,9 @@ def pipeline_specs(
         mapping=st.sampled_from(MAPPING_CHOICES),
         runner=_weighted(RUNNER_CHOICES, runner_odds),
         mtp_mode=mtp,
-        aggregation=_weighted(STORE_FAULT_AGGREGATIONS, STORE_FAULT_AGGREGATION_ODDS)
-        if store_only
-        else _weighted(AGGREGATION_CHOICES, agg_odds),
+        aggregation=_weighted(
+            AGGREGATION_CHOICES, STORE_FAULT_AGGREGATION_ODDS if store_only else agg_odds
+        ),
         aggregate_timeout_s=_one_of(AGGREGATE_TIMEOUTS_S),
         aggregate_serializer=_weighted(SERIALIZER_CHOICES, CODEC_ODDS),
         aggregate_compressor=_weighted(COMPRESSOR_CHOICES, CODEC_ODDS),
@@ -284,7 +290,7 @@ def _phase(
         step = draw(_ints(0, steps))
         extra = draw(_ints(0, max_extra))
         wanted.append(CheckpointAt(step, extra if step < steps else 0))
-    link_faults, retry = _store_faults(draw, world) if store_faults else ((), "none")
+    link_faults, retry = _store_faults(draw, world, tier) if store_faults else ((), "none")
     drawn_faults: list[RankFault] = []
     if faults:
         actions = THREAD_FAULTS if tier == "inproc" else ROUND_FAULTS
@@ -294,13 +300,12 @@ def _phase(
                 at_step=draw(_ints(0, steps)),
                 action=draw(_one_of(actions)),
             )
-            if tier == "torchrun":
-                # Any rank and round: normalising moves it to one that writes the point.
-                point, n = draw(_one_of(RANK_FAULT_POINTS)), draw(_one_of(ROUND_NUMBERS))
-                fault_retry = draw(_one_of(RETRIES))
-                if point != AT_STEP:
-                    fault = replace(fault, at=point if n == 1 else f"{point}#{n}")
-                    retry = retry if link_faults else fault_retry
+            # Any rank and round: normalising moves it to one that writes the point.
+            point, n = draw(_one_of(RANK_FAULT_POINTS)), draw(_one_of(ROUND_NUMBERS))
+            fault_retry = draw(_one_of(RETRIES))
+            if point != AT_STEP:
+                fault = replace(fault, at=point if n == 1 else f"{point}#{n}")
+                retry = retry if link_faults else fault_retry
             drawn_faults.append(fault)
     hosted: tuple[StoreFault, ...] = ()
     restarts = 0
@@ -330,14 +335,16 @@ def _phase(
     )
 
 
-def _store_faults(draw: st.DrawFn, world: int) -> tuple[tuple[ProxyFault, ...], Retry]:
+def _store_faults(
+    draw: st.DrawFn, world: int, tier: Tier
+) -> tuple[tuple[ProxyFault, ...], Retry]:
     """At most one fault on one rank's store link, and the retry policy of the launch.
 
     Drawn whether or not the phase can use them, so that shrinking the phase keeps the
     meaning of every later choice."""
     if draw(_LINK_FAULT) == "none":
         return (), "none"
-    toxic = draw(_one_of(STORE_TOXICS))
+    toxic = draw(_one_of(THREAD_TOXICS if tier == "inproc" else STORE_TOXICS))
     at = draw(_one_of(("start", *ROUND_PHASES)))
     # Any rank: normalising moves it to one that writes the point (rank 0 for the leader's).
     rank = draw(_ints(0, 3)) % max(1, world)
@@ -398,13 +405,11 @@ def scenarios(
     profile: Profile = "default",
 ) -> Scenario:
     """A valid scenario for ``tier``; ``plant`` makes every one carry that deliberate defect;
-    ``store_faults`` (torchrun only) adds faults on the ranks' links to the store;
+    ``store_faults`` adds faults on the ranks' links to the store (each rank's client reaches
+    it through a proxy of its own; on the in-process tier no stalling link, ``THREAD_TOXICS``);
     ``profile`` sets the odds of the pipeline and persistence (see ``PROFILES``)."""
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
-    if store_faults and tier != "torchrun":
-        raise ValueError("store_faults need the torchrun tier: the fault proxy sits between "
-                         "processes and the store")
     if max_world < 1 or not 1 <= max_phases <= 5:
         raise ValueError("max_world must be at least 1 and max_phases within 1..5")
     # Launches come last: shrinking their count then cuts the tail of the choices and leaves

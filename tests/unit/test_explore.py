@@ -121,7 +121,6 @@ def _scenario_file(tmp_path: Path, name: str, mutate=None) -> Path:
         (["explore", "--tier", "gpu"], "--tier 'gpu': choose one of inproc, torchrun, both"),
         (["explore", "--max-phases", "9"], "--max-phases 9: must be within 1..5"),
         (["explore", "--plant", "nope"], "--plant 'nope': choose one of"),
-        (["explore", "--store-faults"], "--store-faults needs --tier torchrun or both"),
         (["explore", "--profile", "fast"], "--profile 'fast': choose one of default, downstream"),
         (["run", "{missing}"], "cannot read scenario file"),
         (["replay", "{bad_json}"], "not JSON"),
@@ -135,7 +134,6 @@ def _scenario_file(tmp_path: Path, name: str, mutate=None) -> Path:
         "tier",
         "phases",
         "plant",
-        "store-faults-in-process",
         "profile",
         "missing-file",
         "malformed",
@@ -266,7 +264,9 @@ def test_explore_finds_and_shrinks_the_planted_defect_in_process(
     finding = next(f for f in result.findings if f.signature == PLANT_SIGNATURE)
     minimal = finding.scenario
     assert [ph.world_size for ph in minimal.phases] == [1, 2], minimal.summary()
-    assert minimal.pipeline.canonical_replicas == 2
+    # Two minimal forms, equally small: C=2 with a mid-window checkpoint, or C=3 with one on
+    # a step boundary, which the resize to 2 ranks (3 lanes on 2) puts mid-window.
+    assert minimal.pipeline.canonical_replicas in (2, 3)
     assert finding.label == "reproducible"
     assert not any(ph.rank_faults for ph in minimal.phases)
     saved = report / "findings" / f"{PLANT_SIGNATURE}.json"

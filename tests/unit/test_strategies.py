@@ -27,6 +27,7 @@ from zephon_chaos.strategies import (
     RUN_DRY_STEPS,
     STORE_FAULT_TIMEOUT_S,
     STORE_TOXICS,
+    THREAD_TOXICS,
     TORCHRUN_MTP_ODDS,
     TORCHRUN_RUNNER_ODDS,
     lanes_per_rank,
@@ -53,9 +54,12 @@ REACH = settings(SHRINK, phases=[Phase.generate])
 """Reaching a feature needs no shrinking: the first example that has it will do."""
 
 
+TIERS = ("inproc", "inproc+store-faults", "torchrun", "torchrun+store-faults")
+
+
 @settings(max_examples=150, deadline=None, database=None)
 @given(
-    st.sampled_from(("inproc", "torchrun", "torchrun+store-faults")).flatmap(
+    st.sampled_from(TIERS).flatmap(
         lambda t: scenarios(tier=t.split("+")[0], store_faults=t.endswith("faults"))  # type: ignore[arg-type]
     )
 )
@@ -68,9 +72,7 @@ def test_every_generated_scenario_is_valid_and_round_trips(scenario: Scenario) -
             assert ph.expect_error == REFUSAL_ERROR
 
 
-SPACES = st.tuples(
-    st.sampled_from(("inproc", "torchrun", "torchrun+store-faults")), st.integers(1, 5)
-)
+SPACES = st.tuples(st.sampled_from(TIERS), st.integers(1, 5))
 ANY_SCENARIO = SPACES.flatmap(
     lambda space: scenarios(
         tier=space[0].split("+")[0],  # type: ignore[arg-type]
@@ -92,7 +94,7 @@ def test_every_generated_scenario_obeys_the_one_validity_model(scenario: Scenari
 
 
 @settings(max_examples=150, deadline=None, database=None)
-@given(scenarios(tier="inproc"))
+@given(st.booleans().flatmap(lambda links: scenarios(tier="inproc", store_faults=links)))
 def test_the_in_process_tier_gets_only_what_threads_can_run(scenario: Scenario) -> None:
     assert inproc_refusal(scenario) is None
 
@@ -281,9 +283,29 @@ def test_a_round_point_rank_fault_can_fire_where_it_is_placed(scenario: Scenario
         assert not any(f.action == "sigstop" and not f.at_round for f in ph.rank_faults)
 
 
-def test_store_faults_need_the_torchrun_tier() -> None:
-    with pytest.raises(ValueError, match="store_faults need the torchrun tier"):
-        find(scenarios(tier="inproc", store_faults=True), lambda s: True, settings=REACH)
+INPROC_LINKS = scenarios(tier="inproc", store_faults=True)
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        *[
+            lambda s, t=t: any(f.toxic == t for ph in s.phases for f in ph.proxy_faults)
+            for t in THREAD_TOXICS
+        ],
+        *[
+            lambda s, p=p: any(
+                f.action == "raise" and f.at.partition("#")[0] == p for _, f, _ in _point_faults(s)
+            )
+            for p in ROUND_PHASES
+        ],
+    ],
+    ids=[*THREAD_TOXICS, *(f"raise-at-{p}" for p in ROUND_PHASES)],
+)
+def test_the_in_process_strategy_reaches_link_faults_and_round_point_raises(feature) -> None:
+    """The fast tier searches faults inside a round too (per-rank proxies, the interposer in
+    each rank thread), so torchrun's share goes to what only processes can do."""
+    find(INPROC_LINKS, feature, settings=REACH)
 
 
 def test_the_simplest_scenario_is_one_rank_one_lane_one_launch() -> None:

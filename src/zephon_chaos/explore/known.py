@@ -196,7 +196,8 @@ _STALL_PROBLEM = re.compile(
 def _stalled_link(outcome: ScenarioOutcome, problem: str) -> bool:
     """A hang, or a wait over its bound, in a launch whose store link a ``timeout`` toxic
     stalled (the fault's evidence says it acted): the stall is what held it."""
-    from zephon_chaos.faults.scenario_proxy import STALLING_TOXICS, FaultedLaunch
+    from zephon_chaos.faults.scenario_proxy import FaultedLaunch
+    from zephon_chaos.scenario_rules import STALLING_TOXICS
 
     m = _STALL_PROBLEM.match(problem)
     run = None if m is None else next(

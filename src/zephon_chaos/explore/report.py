@@ -42,6 +42,25 @@ class Coverage:
         if self.code is not None:
             self.code.saw_scenario()
 
+    def combined(self) -> Counter[Cell]:
+        """Scenarios per cell, over every tier."""
+        total: Counter[Cell] = Counter()
+        for counts in self.counts.values():
+            total.update(counts)
+        return total
+
+    def holes(self, max_world: int = 4) -> tuple[list[Declared], int]:
+        """Over every tier: the cells some tier can reach that none reached, and how many
+        cells some tier can reach (what the acceptance of a run's coverage counts)."""
+        tiers = list(self.counts or self.spaces)
+        reachable: dict[Cell, Declared] = {}
+        for tier in tiers:
+            for d in self.space(tier, max_world).cells:
+                if d.why_not is None:
+                    reachable.setdefault(d.cell, d)
+        total = self.combined()
+        return [d for c, d in reachable.items() if not total.get(c)], len(reachable)
+
     def code_coverage(self) -> ZephonCoverage:
         if self.code is None:
             self.code = ZephonCoverage()
@@ -67,9 +86,24 @@ class Coverage:
     def section(self, report_dir: Path, max_world: int) -> list[str]:
         """The summary's coverage section; writes Zephon's code reach next to it."""
         lines = ["", "## Coverage"]
-        for tier in self.counts or self.spaces:
+        tiers = list(self.counts or self.spaces)
+        if len(tiers) > 1:
+            lines += self._holes_section(max_world)
+        for tier in tiers:
             lines += self._tier_section(tier, max_world)
         lines += self._code_section(report_dir)
+        return lines
+
+    def _holes_section(self, max_world: int) -> list[str]:
+        holes, reachable = self.holes(max_world)
+        lines = [
+            "",
+            f"### All tiers: {reachable - len(holes)} of {reachable} cells some tier can reach "
+            f"were reached; {len(holes)} never",
+        ]
+        if holes:
+            lines += ["", "| dimension | cell never reached by any tier |", "|---|---|"]
+            lines += [f"| {d.cell.dim.value} | {d.cell.label()} |" for d in holes]
         return lines
 
     def _tier_section(self, tier: str, max_world: int) -> list[str]:

@@ -145,7 +145,7 @@ class ExploreConfig:
     launch: str = "warm"
     """How the torchrun tier starts groups: ``warm`` (forked, fast) or ``cli``."""
     store_faults: bool = False
-    """Torchrun tier: faults on the ranks' links to the store, with retry policies."""
+    """Faults on the ranks' links to the store, with retry policies (both tiers)."""
     profile: str = "default"
     """Odds of the generated pipelines (``strategies.PROFILES``): ``downstream`` makes what
     torchtitan-zephon runs the common case on torchrun."""
@@ -328,7 +328,7 @@ class Explorer:
             max_world=cfg.max_world,
             max_phases=cfg.max_phases,
             plant=cfg.plant,
-            store_faults=cfg.store_faults and tier == "torchrun",
+            store_faults=cfg.store_faults,
             profile=cfg.profile,  # type: ignore[arg-type]
         )
         began = self._clock.switch(stats, Activity.SEARCH)
@@ -468,7 +468,7 @@ class Explorer:
                 max_world=cfg.max_world,
                 max_phases=cfg.max_phases,
                 plant=cfg.plant,
-                store_faults=cfg.store_faults and tier == "torchrun",
+                store_faults=cfg.store_faults,
                 profile=cfg.profile,
             )
         )

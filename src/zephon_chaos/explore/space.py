@@ -18,6 +18,7 @@ from zephon_chaos.faults.round_faults import RoundFaultLaunch
 from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
+from zephon_chaos.scenario_rules import PROCESS_ENDING_ACTIONS, STALLING_TOXICS
 from zephon_chaos.strategies import (
     AGGREGATE_TIMEOUTS_S,
     AGGREGATION_CHOICES,
@@ -47,7 +48,6 @@ from zephon_chaos.strategies import (
     SERIALIZER_CHOICES,
     SHUTDOWN_CHOICES,
     SHUTDOWN_ODDS,
-    STORE_FAULT_AGGREGATIONS,
     STORE_FAULT_TIMEOUT_S,
     STORE_TOXICS,
     SYNC_CHOICES,
@@ -147,10 +147,16 @@ class Why(Enum):
     FAULTS_OFF = "rank faults are off for this run"
     ONE_LAUNCH = "max_phases is 1: nothing is relaunched or resumed"
     ONE_WORLD_SIZE = "max_world is 1: one size, dividing every C, never above C"
-    STORE_FAULTS_INPROC = "store-link faults sit between rank processes and the store (torchrun)"
-    STORE_FAULTS_OFF = "store faults are off (explore --store-faults on the torchrun tier)"
+    THREAD_STALL = (
+        "a stalled link holds a rank thread inside the C++ store client until the launch's "
+        "deadline: the in-process tier draws no stalling toxic (torchrun does)"
+    )
+    STORE_FAULTS_OFF = "store faults are off (explore --store-faults)"
+    ENDS_GROUP = (
+        "an exit, SIGKILL or SIGTERM ends its rank, and torchrun's agent the group, before any "
+        "round could fail and be retried: such a launch's retry policy is always none"
+    )
     ONE_RANK = "a link fault needs two ranks: a single rank never contacts the store"
-    STORE_ONLY = "with store faults every scenario aggregates through a store (no dir)"
     DIR_NO_STORE = "aggregate_dir has no store traffic to fault"
     DIR_NO_PARTICIPANTS = (
         "aggregate_dir has no participants write: the leader lists the round's shard files"
@@ -164,7 +170,6 @@ class Why(Enum):
         "threads start together and never meet: in process 'free' means what 'lockstep' means"
     )
     LAG_NEEDS_TWO = "a lag needs two ranks: one is late for the other"
-    THREADS_NO_ROUND_FAULT = "a round-point rank fault fires in a rank process (torchrun tier)"
     STOP_AT_STEP = "a stop at a step has nothing to continue it: drawn at round points only"
     RETRY_NEEDS_ROUND = "a retry policy needs a failed round; a step fault ends the launch"
     HOSTED_STORE_INPROC = "the hosted store is faulted as a process of its own (torchrun tier)"
@@ -280,11 +285,7 @@ def declare(
     store_only = store_faults and not inproc
     agg_odds = DOWNSTREAM_AGGREGATION_ODDS if downstream else AGGREGATION_ODDS
     for agg, odd in zip(AGGREGATION_CHOICES, agg_odds, strict=True):
-        add(
-            cell(Dim.AGGREGATION, agg),
-            _store_only(store_only, agg),
-            None if odd > 0 else Why.NO_ODDS,
-        )
+        add(cell(Dim.AGGREGATION, agg), None if odd > 0 else Why.NO_ODDS)
     fmt_odds = persist_odds(tier, store_only, profile)  # type: ignore[arg-type]
     for fmt, odd in zip(PERSIST_FORMATS, fmt_odds, strict=True):
         add(
@@ -307,8 +308,8 @@ def declare(
     for timeout in (*AGGREGATE_TIMEOUTS_S, STORE_FAULT_TIMEOUT_S):
         # The short timeout of a scenario with link faults or a round-point rank fault.
         fault_only = timeout not in AGGREGATE_TIMEOUTS_S
-        round_rank_faults = faults and not inproc and max_world >= 2
-        reason = _store_reason(inproc, store_faults, max_world) if fault_only else None
+        round_rank_faults = faults and max_world >= 2
+        reason = _store_reason(store_faults, max_world) if fault_only else None
         add(cell(Dim.TIMEOUT, timeout), None if round_rank_faults else reason)
     for prefetch in PREFETCH_CHOICES:
         add(cell(Dim.PREFETCH, prefetch))
@@ -350,24 +351,23 @@ def declare(
                         cell(Dim.RANK_FAULT_POINT, action, point, agg, retry),
                         no_faults,
                         None if action in drawn_faults else not_drawn,
-                        Why.THREADS_NO_ROUND_FAULT if inproc and not at_step else None,
                         Why.STOP_AT_STEP if at_step and action not in PROCESS_FAULTS else None,
                         Why.RETRY_NEEDS_ROUND if at_step and retry != RETRIES[0] else None,
+                        Why.ENDS_GROUP
+                        if action in PROCESS_ENDING_ACTIONS and retry != RETRIES[0]
+                        else None,
                         Why.DIR_NO_PARTICIPANTS
                         if agg == "dir" and not at_step and absent_on_dir(point) is not None
                         else None,
-                        _store_only(store_only, agg),
                         None if at_step else one_rank(max_world),
                     )
-    round_faults = (
-        no_faults or (Why.THREADS_NO_ROUND_FAULT if inproc else None) or one_rank(max_world)
-    )
+    round_faults = no_faults or one_rank(max_world)
     for point in ROUND_PHASES:
         for role in ROLES:
             add(cell(Dim.RANK_FAULT_ROLE, point, role), round_faults, _role_reason(point, role))
     for outcome in FAULT_OUTCOMES:
         add(cell(Dim.RANK_FAULT_OUTCOME, outcome), round_faults)
-    store = _store_reason(inproc, store_faults, max_world)
+    store = _store_reason(store_faults, max_world)
     for toxic in STORE_TOXICS:
         for point in ROUND_POINTS:
             for agg in AGGREGATION_CHOICES:
@@ -375,6 +375,7 @@ def declare(
                     add(
                         cell(Dim.STORE_FAULT, toxic, point, agg, retry),
                         store,
+                        Why.THREAD_STALL if inproc and toxic in STALLING_TOXICS else None,
                         Why.DIR_NO_STORE if agg == "dir" else None,
                         Why.RESET_AT_START if toxic == "reset_peer" and point == START else None,
                     )
@@ -399,12 +400,7 @@ def declare(
                 no_faults,
                 Why.LAG_NEEDS_TWO if max_world < 2 else None,
             )
-    out += _hosted_declared(inproc, faults, max_world, max_phases)
     return Space(tier, max_world, max_phases, faults, store_faults, tuple(out))
-
-
-def _store_only(store_only: bool, agg: str) -> Why | None:
-    return Why.STORE_ONLY if store_only and agg not in STORE_FAULT_AGGREGATIONS else None
 
 
 def one_rank(max_world: int) -> Why | None:
@@ -437,9 +433,7 @@ def _no_odds(odd: int, inproc: bool) -> Why | None:
     return Why.THREADS_NO_WORKERS if inproc else Why.NO_ODDS
 
 
-def _store_reason(inproc: bool, store_faults: bool, max_world: int) -> Why | None:
-    if inproc:
-        return Why.STORE_FAULTS_INPROC
+def _store_reason(store_faults: bool, max_world: int) -> Why | None:
     if not store_faults:
         return Why.STORE_FAULTS_OFF
     return Why.ONE_RANK if max_world < 2 else None

@@ -4,9 +4,10 @@ One :class:`RoundSteering` per round of the search's Hypothesis property: enteri
 declares the tier's cell space (once) and arms the measuring of Zephon's code (in-process
 tier: one scenario in ``codecov.MEASURE_EVERY``); ``observe(scenario)``, called from inside
 the property after the scenario ran, reports to Hypothesis's ``target()`` how rare the
-scenario's cells were when the round began (:func:`space.rarity`), so the round's target
-phase climbs toward rare cells. The score is taken against the counts at the round's start:
-within a round it stays the same for the same scenario, which hill climbing needs.
+scenario's cells were when the round began (:func:`space.rarity`, over what every tier
+reached), so the round's target phase climbs toward rare cells. The score is taken against
+the counts at the round's start: within a round it stays the same for the same scenario,
+which hill climbing needs.
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ class RoundSteering:
                     self.tier,
                     max_world=o.max_world,
                     max_phases=o.max_phases,
-                    store_faults=o.store_faults and self.tier == "torchrun",
+                    store_faults=o.store_faults,
                     profile=o.profile,
                 )
             )
-        self.before = Counter(self.coverage.counts.get(self.tier, {}))
+        # Every tier's counts: a cell the other tier reached is no longer rare, so torchrun's
+        # slow scenarios go where only processes can go.
+        self.before = self.coverage.combined()
         if self.tier == "inproc":
             self.coverage.code_coverage().arm()
         return self

@@ -23,8 +23,10 @@ store; the harness hears of it on the control channel (``faults.control``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -255,6 +257,9 @@ class PhaseWrites:
 
 
 _PLANS: dict[str, InterposerPlan] = {}
+_PLAN_IDS = itertools.count()
+_LOCK = threading.Lock()
+"""Rank threads (the in-process tier) register the scheme and their plans concurrently."""
 
 
 def _factory(uri: str, timeout_s: float) -> Any:
@@ -276,8 +281,9 @@ def ensure_registered() -> None:
     """Register the ``chaos://`` scheme with Zephon once per process."""
     from zephon._internal import kvstore
 
-    if SCHEME not in kvstore._REGISTRY:
-        kvstore.register_kv_store(SCHEME, _factory)
+    with _LOCK:
+        if SCHEME not in kvstore._REGISTRY:
+            kvstore.register_kv_store(SCHEME, _factory)
 
 
 def interpose_uri(store_uri: str, plan: InterposerPlan) -> str:
@@ -289,8 +295,9 @@ def interpose_uri(store_uri: str, plan: InterposerPlan) -> str:
             "aggregation 'store' or 'store_explicit' (aggregate_dir has no store to observe)"
         )
     ensure_registered()
-    key = f"r{plan.rank}-{len(_PLANS)}-{os.getpid()}"
-    _PLANS[key] = plan
+    key = f"r{plan.rank}-{next(_PLAN_IDS)}-{os.getpid()}"
+    with _LOCK:
+        _PLANS[key] = plan
     return f"{SCHEME}://{netloc.rstrip('/')}?plan={key}"
 
 

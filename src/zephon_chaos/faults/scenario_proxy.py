@@ -33,10 +33,9 @@ from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
 from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
 from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as fault_oracle
+from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger, WorkloadSpec
 
-STALLING_TOXICS = ("timeout",)
-"""Toxics that stall a link: data stops and no call on it returns (a known Zephon defect)."""
 STALL_MARGIN_S = 30.0
 """Room for the launch's start and its rounds before the stall, on a loaded 2-core machine."""
 PROXIED_AGGREGATIONS = ("store", "store_explicit")

@@ -35,6 +35,7 @@ from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.scenario import Scenario, checkpoints_before_faults
+from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.main import RankHooks, run_rank
 from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, WorkloadSpec
 
@@ -80,22 +81,18 @@ def inproc_refusal(scenario: Scenario) -> str | None:
                 "have; run it with --tier torchrun"
             )
         for j, fault in enumerate(ph.rank_faults):
-            if fault.at_round:
-                return (
-                    f"{where}.rank_faults[{j}].at: a fault at round point {fault.at!r} fires in "
-                    "the interposer of a rank process, as torchrun's group tears down; run it "
-                    "with --tier torchrun"
-                )
             if fault.action in PROCESS_ONLY_ACTIONS:
                 return (
                     f"{where}.rank_faults[{j}].action: {fault.action!r} signals or ends a "
                     "process, and ranks here are threads; run it with --tier torchrun"
                 )
-        if ph.proxy_faults:
-            return (
-                f"{where}.proxy_faults: store-link faults go through the fault proxy between "
-                "rank processes and the store; run it with --tier torchrun"
-            )
+        for j, link in enumerate(ph.proxy_faults):
+            if link.toxic in STALLING_TOXICS:
+                return (
+                    f"{where}.proxy_faults[{j}].toxic: {link.toxic!r} stalls the link, and a "
+                    "rank thread blocked in the C++ store client on it can be ended by nothing "
+                    "but the launch's deadline; run it with --tier torchrun"
+                )
         if ph.max_restarts:
             return (
                 f"{where}.max_restarts: torchrun's agent restarts the workers, and here ranks "
@@ -246,6 +243,7 @@ class InprocLauncher:
         started = time.monotonic()
         host = self.pool.open() if wspec.pipeline.aggregation == "store" else None
         default_store = f"torch://{host.endpoint}" if host is not None else "torch://"
+        stores = _rank_stores(wspec, world, default_store)
         group = _Group(
             world=world,
             stop_from_checkpoint=checkpoints_before_faults(
@@ -278,7 +276,7 @@ class InprocLauncher:
                         wspec,
                         rank,
                         world,
-                        default_store=default_store,
+                        default_store=stores[rank],
                         hooks=group.hooks(rank, router),
                     )
                 except BaseException as exc:
@@ -364,6 +362,23 @@ class InprocLauncher:
                 f"launch path {spec.path!r} with {spec.nnodes} node(s) needs torchrun; "
                 "the in-process tier has one node of threads"
             )
+
+
+def _rank_stores(wspec: WorkloadSpec, world: int, default_store: str) -> list[str]:
+    """Each rank thread's ``torch://`` store: through its own proxy when the spec places one
+    (link faults), pointed at the launch's store as a rank process points it at torchrun's
+    (``faults.placement``); else the launch's store."""
+    if not wspec.store_proxy_ports:
+        return [default_store] * world
+    from zephon_chaos.faults.placement import place_store_proxy
+
+    address, _, port = default_store.partition("://")[2].rpartition(":")
+    env = {"MASTER_ADDR": address, "MASTER_PORT": port}
+    out = []
+    for rank in range(world):
+        placement = place_store_proxy(wspec, rank, env)
+        out.append(placement.store_uri if placement is not None else default_store)
+    return out
 
 
 def _tear_down(threads: list[threading.Thread], group: _Group) -> None:

@@ -30,14 +30,13 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Protocol
 
+from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.records import RankRecord
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault
 
 STALLING_RANK_ACTIONS = frozenset({"sigstop"})
 """Rank faults (and interposer trigger actions) that stop a rank on purpose."""
 STALLING_TRIGGER_ACTIONS = frozenset({"sigstop", "hold"})
-STALLING_TOXICS = frozenset({"timeout"})
-"""Toxics that stall a link on purpose (``timeout``: data stops; a known Zephon defect)."""
 CUTTING_TOXICS = frozenset({"down", "reset_peer"})
 """Link faults that cut a rank off from the store (``down``: the proxy is disabled)."""
 LEADER = 0

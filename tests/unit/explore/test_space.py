@@ -25,6 +25,7 @@ from zephon_chaos.explore.space import (
 )
 from zephon_chaos.explore.steer import RoundSteering
 from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario_rules import PROCESS_ENDING_ACTIONS
 from zephon_chaos.strategies import scenarios
 from zephon_chaos.workload.spec import RETRIES, CheckpointAt, PipelineSpec
 
@@ -46,7 +47,6 @@ CONSTANTS = (
     "ROUND_FAULTS",
     "RUN_ID_POLICIES",
     "RUNNER_CHOICES",
-    "STORE_FAULT_AGGREGATIONS",
     "STORE_TOXICS",
     "THREAD_FAULTS",
 )
@@ -97,19 +97,24 @@ def test_adding_a_value_to_a_constant_adds_a_cell(monkeypatch: pytest.MonkeyPatc
         (("inproc",), cell(Dim.RUNNER, "process"), Why.THREADS_NO_WORKERS),
         (("inproc",), cell(Dim.PERSISTENCE, "dcp"), Why.THREADS_NO_PROCESS_GROUP),
         (("torchrun", True), cell(Dim.PERSISTENCE, "dcp"), Why.DCP_WITH_LINK_FAULTS),
-        (("inproc",), cell(Dim.TIMEOUT, 2.0), Why.STORE_FAULTS_INPROC),
+        (("inproc",), cell(Dim.TIMEOUT, 2.0), None),
         (("inproc",), cell(Dim.LAUNCH_PATH, "c10d"), Why.THREADS_NO_LAUNCH_PATH),
         (("inproc",), cell(Dim.RANK_FAULT, "sigkill"), Why.THREADS_NO_PROCESS_FAULT),
         (("inproc",), cell(Dim.STORE_FAULT, "down", "shard", "store", "none"),
-         Why.STORE_FAULTS_INPROC),
+         Why.STORE_FAULTS_OFF),
+        (("inproc", True), cell(Dim.STORE_FAULT, "down", "shard", "store", "none"), None),
+        (("inproc", True), cell(Dim.STORE_FAULT, "timeout", "shard", "store", "none"),
+         Why.THREAD_STALL),
+        (("torchrun",), cell(Dim.RANK_FAULT_POINT, "sigkill", "ack", "store", "skip"),
+         Why.ENDS_GROUP),
+        (("torchrun",), cell(Dim.RANK_FAULT_POINT, "sigstop", "ack", "store", "skip"), None),
         (("torchrun",), cell(Dim.STORE_FAULT_OUTCOME, "failed"), Why.STORE_FAULTS_OFF),
         (("torchrun", True), cell(Dim.STORE_FAULT, "reset_peer", "start", "store", "none"),
          Why.RESET_AT_START),
         (("torchrun", True), cell(Dim.STORE_FAULT, "latency", "shard", "dir", "lockstep"),
          Why.DIR_NO_STORE),
-        (("torchrun", True), cell(Dim.AGGREGATION, "dir"), Why.STORE_ONLY),
-        (("inproc",), cell(Dim.RANK_FAULT_POINT, "raise", "shard", "store", "none"),
-         Why.THREADS_NO_ROUND_FAULT),
+        (("torchrun", True), cell(Dim.AGGREGATION, "dir"), None),
+        (("inproc",), cell(Dim.RANK_FAULT_POINT, "raise", "shard", "store", "lockstep"), None),
         (("torchrun",), cell(Dim.RANK_FAULT_POINT, "sigstop", "step", "store", "none"),
          Why.STOP_AT_STEP),
         (("torchrun",), cell(Dim.RANK_FAULT_POINT, "sigkill", "step", "store", "lockstep"),
@@ -118,13 +123,15 @@ def test_adding_a_value_to_a_constant_adds_a_cell(monkeypatch: pytest.MonkeyPatc
          Why.DIR_NO_PARTICIPANTS),
         (("torchrun",), cell(Dim.RANK_FAULT_ROLE, "outcome", "follower"), Why.LEADER_ONLY),
         (("torchrun",), cell(Dim.RANK_FAULT_ROLE, "ack", "leader"), Why.FOLLOWER_ONLY),
-        (("inproc",), cell(Dim.RANK_FAULT_OUTCOME, "failed"), Why.THREADS_NO_ROUND_FAULT),
+        (("inproc",), cell(Dim.RANK_FAULT_OUTCOME, "failed"), None),
         (("torchrun", True), cell(Dim.STORE_FAULT_ROLE, "ack", "leader"), Why.FOLLOWER_ONLY),
         (("torchrun", True), cell(Dim.STORE_FAULT_ROLE, "announce", "follower"),
          Why.LEADER_ONLY),
     ],
 )
-def test_unreachable_cells_carry_the_reason(space: tuple, the_cell: object, why: Why) -> None:
+def test_unreachable_cells_carry_the_reason(
+    space: tuple, the_cell: object, why: Why | None
+) -> None:
     tier, *store = space
     s = declare(tier, store_faults=bool(store))
     assert the_cell in s
@@ -141,7 +148,8 @@ def test_round_point_rank_faults_and_explicit_store_link_faults_are_reachable(
             for agg in strategies.STORE_FAULT_AGGREGATIONS:
                 for retry in RETRIES:
                     c = cell(Dim.RANK_FAULT_POINT, action, point, agg, retry)
-                    assert s.why_not(c) is None, c
+                    ends = action in PROCESS_ENDING_ACTIONS and retry != RETRIES[0]
+                    assert s.why_not(c) is (Why.ENDS_GROUP if ends else None), c
     assert s.why_not(cell(Dim.RANK_FAULT_ROLE, "shard", "leader")) is None
     assert s.why_not(cell(Dim.RANK_FAULT_ROLE, "shard", "follower")) is None
     if store_faults:
@@ -162,6 +170,7 @@ SPACES = st.sampled_from(
         ("inproc", False, 4, "default"),
         ("torchrun", False, 4, "default"),
         ("torchrun", True, 3, "default"),
+        ("inproc", True, 3, "default"),
         ("inproc", False, 1, "default"),
         ("torchrun", False, 2, "downstream"),
     ]
@@ -205,7 +214,7 @@ def test_a_cell_never_reached_is_marked_and_one_reached_counts_once(tmp_path: Pa
     text = "\n".join(cov.section(tmp_path, max_world=4))
     assert f"| launches | 5 | {NEVER} |" in text
     assert "| launches | 2 | 2 |" in text
-    assert Why.STORE_FAULTS_INPROC.value in text
+    assert Why.THREADS_NO_WORKERS.value in text
     assert "Not measured" in text  # no round ran, so no code was measured
 
 
