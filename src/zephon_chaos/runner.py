@@ -16,6 +16,7 @@ from typing import Any
 
 from zephon_chaos.harness_problem import HarnessProblem, undescribed_failure
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
+from zephon_chaos.launch.leftover_round import LeftoverRound, close_before_relaunch
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
@@ -51,6 +52,9 @@ class PhaseRun:
     """Zephon's timing promises on this launch: measured waits, propagation, problems."""
     policy: policy_oracle.PolicyVerdict | None = None
     """What the launch's checkpoint policy promises: each round's outcome by arrival, skip's."""
+    leftover_round: LeftoverRound | None = None
+    """A round an earlier launch left open in this launch's store namespace, which the harness
+    closed before this launch (``launch.leftover_round``)."""
 
     @property
     def restore_index(self) -> int | None:
@@ -257,14 +261,19 @@ class ScenarioRunner:
                 out.mkdir(mode=0o700)
                 spec = workload_spec(scenario, i, out, data_dir)
                 spec = replace(spec, restore_from=track.restore_from)
+                leftover = None
                 if scenario.pipeline.aggregation == "dir":
                     spec = replace(spec, aggregate_dir=str(out / "aggregate"))
                 elif scenario.pipeline.aggregation == "store_explicit":
                     if store_host is None:
                         faults = any(ph.store_faults for ph in scenario.phases)
                         store_host = self.open_store_process(work) if faults else self.open_store()
-                    elif not getattr(store_host, "serving", True):
-                        store_host.restart()  # killed by the last launch's fault: empty again
+                    else:
+                        if not getattr(store_host, "serving", True):
+                            store_host.restart()  # killed by the last launch's fault: empty
+                        # Every participant of the launches before has stopped: clean up a
+                        # round one of them left open, as Zephon leaves that to the operator.
+                        leftover = close_before_relaunch(store_host.endpoint, spec)
                     spec = replace(spec, store_uri=f"torch://{store_host.endpoint}")
                 faulted = None
                 stored = None
@@ -309,6 +318,7 @@ class ScenarioRunner:
                 c = scenario.canonical_replicas(i)
                 cps = ckpt_oracle.check(records, c, failures_judged=phase.retry == "skip")
                 run = PhaseRun(i, phase, spec, result, records, cps)
+                run.leftover_round = leftover
                 outcome.phases.append(run)
                 run.liveness = liveness_oracle.judge_run(run)
                 outcome.problems += run.liveness.lines()
