@@ -132,6 +132,10 @@ AGGREGATE_TIMEOUTS_S = (30.0, 180.0)
 set their own): a round can wait that long for a rank whose worker processes still start."""
 PREFETCH_CHOICES = (None, 0, 1, 32)
 """``prefetch_batches``: Zephon's derived depth, none, one, deeper than derived here."""
+PREFETCH_ODDS = (3, 3, 1, 3)
+"""A depth of one costs each pipeline about a second at its end (Zephon's buffering producer
+waits out its 1 s ``put`` timeout on a full queue of one: ``_internal/utils/buffering.py``),
+five launches and a reference run six seconds: drawn 1 time in 10 to keep the search's rate."""
 SHUTDOWN_CHOICES = SHUTDOWN_MODES
 SHUTDOWN_ODDS = (3, 1)
 RUN_ID_POLICIES = ("fixed", "per_launch")
@@ -248,7 +252,7 @@ def pipeline_specs(
         aggregate_timeout_s=_one_of(AGGREGATE_TIMEOUTS_S),
         aggregate_serializer=_weighted(SERIALIZER_CHOICES, CODEC_ODDS),
         aggregate_compressor=_weighted(COMPRESSOR_CHOICES, CODEC_ODDS),
-        prefetch_batches=_one_of(PREFETCH_CHOICES),
+        prefetch_batches=_weighted(PREFETCH_CHOICES, PREFETCH_ODDS),  # type: ignore[arg-type]
         shutdown_mode=_weighted(SHUTDOWN_CHOICES, SHUTDOWN_ODDS),
     )
 

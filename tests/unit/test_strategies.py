@@ -12,6 +12,7 @@ from zephon_chaos.inproc import inproc_refusal
 from zephon_chaos.scenario import ProxyFault, Scenario
 from zephon_chaos.scenario_rules import (
     LEADER_POINTS,
+    POINT_AGGREGATIONS,
     RANK_POINT_ACTIONS,
     STORE_AGGREGATIONS,
     normalised,
@@ -274,7 +275,8 @@ def test_a_round_point_rank_fault_can_fire_where_it_is_placed(scenario: Scenario
         point = rank_point(f)
         assert point is not None and ph.rank_faults == (f,) and not ph.proxy_faults
         assert f.action in RANK_POINT_ACTIONS and 1 <= point[1] <= len(ph.checkpoints)
-        assert ph.world_size >= 2 and p.aggregation in STORE_AGGREGATIONS
+        assert ph.world_size >= 2 and p.aggregation in POINT_AGGREGATIONS
+        assert p.aggregation != "dir" or point[0] != "participants"  # no file for it
         assert p.runner != "process" and not p.mtp_mode and scenario.persist_format != "dcp"
         assert (f.rank == 0) == (point[0] in LEADER_POINTS) or point[0] in ("shard", "participants")
         assert point[0] != "ack" or f.rank > 0
