@@ -81,9 +81,12 @@ MTP_WARNING_STAYS_IN_CHILD = KnownDefect(
     explains=_mtp_checkpoint,
 )
 
-_PHASE_FAILED = re.compile(r"^phase (?P<phase>\d+) failed")
+_PHASE_FAILED = re.compile(
+    r"^phase (?P<phase>\d+)(?: failed|: rank \d+ failed with an error that names none of)"
+)
 """A launch that failed: ``failed: ``, ``failed before its scheduled fault fired``, ``failed,
-but not with`` (the runner's problem lines)."""
+but not with`` (the runner's problem lines), or, in a launch with a link fault, a rank whose
+error is not the fault's cause (the fault oracle's line)."""
 NO_NEXT_CID = "does not have next cid in the checkpoint"
 """Zephon's error (``Engine.load_state_dict``) for a lane whose next chunk id it did not find."""
 

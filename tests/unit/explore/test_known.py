@@ -14,7 +14,7 @@ from zephon_chaos.explore.signature import signature
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 KNOWN_ZERO_CID = f"known.{STRING_KEY_ZERO_CID_RESTORE.id}"
@@ -31,6 +31,17 @@ PLAIN_JSON_AT_STEP_0 = Scenario(
     persist_format="plain_json",
 )
 
+PLAIN_JSON_LINK_FAULTED = Scenario(
+    pipeline=PipelineSpec(canonical_replicas=3, mapping="interleaved", aggregate_timeout_s=2.0),
+    phases=(
+        Phase(1, 1, (CheckpointAt(0),)),
+        Phase(2, 2, (CheckpointAt(2),), proxy_faults=(ProxyFault(0, "latency", {"latency": 200}),)),
+    ),
+    persist_format="plain_json",
+)
+"""The same, found by the explorer in a launch with a link fault: the fault oracle, not the
+runner, names the failure (a rank's error that is not the fault's cause)."""
+
 
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[InprocScenarioRunner]:
@@ -40,7 +51,9 @@ def runner(tmp_path: Path) -> Iterator[InprocScenarioRunner]:
 
 
 @pytest.mark.parametrize(
-    "scenario", [JSON_CODEC_AT_STEP_0, PLAIN_JSON_AT_STEP_0], ids=["json-codec", "plain-json"]
+    "scenario",
+    [JSON_CODEC_AT_STEP_0, PLAIN_JSON_AT_STEP_0, PLAIN_JSON_LINK_FAULTED],
+    ids=["json-codec", "plain-json", "plain-json-link-faulted"],
 )
 def test_a_string_keyed_restore_before_any_chunk_is_the_known_defect(
     runner: InprocScenarioRunner, scenario: Scenario
