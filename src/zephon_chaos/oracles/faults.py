@@ -130,9 +130,12 @@ def rank_rounds(
         ]
         outcome = _rank_outcome(result, rec.rank)
         error = next((ev for ev in rec.events if ev.get("kind") == "error"), None)
-        if final is None and error is not None and not rec.checkpoints:
+        stopped = bool(outcome and outcome.killed_by_harness)
+        if final is None and error is not None and not rec.checkpoints and not stopped:
             # Failed before its first checkpoint (an unreachable store fails the pipeline at
-            # its first batch): that error is this rank's part in the round.
+            # its first batch): that error is this rank's part in the round. Not a rank its
+            # group's teardown ended (in process a thread records the stop as its error;
+            # torchrun's SIGTERM leaves no record): that one never took part.
             final = CheckpointEvent(
                 index=index,
                 after_batches=0,
