@@ -166,6 +166,9 @@ class _Group:
     stop_reason: str = ""
     ended: set[int] = field(default_factory=set)
     """Ranks whose thread left ``run_rank`` (an exception raised in it now would be lost)."""
+    torn_down_at: float | None = None
+    """When the launcher released the store or raised in the rank threads: from then on a
+    rank's failure is the teardown's doing (torchrun's agent would have SIGTERMed it)."""
 
     def hooks(self, rank: int, router: _WarningRouter) -> RankHooks:
         def on_step(n: int, taken: int) -> None:
@@ -281,6 +284,13 @@ class InprocLauncher:
                     )
                 except BaseException as exc:
                     group.ended.add(rank)
+                    if group.torn_down_at is not None and not isinstance(
+                        exc, (GroupStopped, GroupTornDown)
+                    ):
+                        exc = GroupStopped(
+                            f"rank {rank} stopped with its group ({group.stop_reason}); the "
+                            f"teardown ended its wait: {type(exc).__name__}: {exc}"
+                        )
                     errors[rank] = exc
                     tracebacks[rank] = traceback.format_exc()
                     if not isinstance(exc, (GroupStopped, GroupTornDown)) and not _scheduled(exc):
@@ -307,6 +317,7 @@ class InprocLauncher:
                 timed_out = self._join(threads, group, host, started + spec.deadline_s)
                 if timed_out:
                     stacks = _stacks(threads)
+                    group.torn_down_at = group.torn_down_at or time.monotonic()
                     group.stop_reason = f"the launch passed its {spec.deadline_s:.0f}s deadline"
                     group.failed.set()
                     self._release(host)
@@ -320,9 +331,11 @@ class InprocLauncher:
             if any(t.is_alive() for t in threads):
                 group.stop_reason = "the launch was interrupted"
                 group.failed.set()
-        return _result(
+        result = _result(
             spec, spec_file, world, errors, tracebacks, finished_at, timed_out, stacks, started
         )
+        result.torn_down_at = group.torn_down_at
+        return result
 
     def _join(
         self, threads: list[threading.Thread], group: _Group, host: Any, deadline: float
@@ -338,6 +351,8 @@ class InprocLauncher:
                 if group.failed.is_set():
                     # A real group is torn down at its first failure: free waiting ranks now,
                     # whatever they wait on (the launch's store, a shared one, a directory).
+                    if group.torn_down_at is None:
+                        group.torn_down_at = time.monotonic()
                     if not released and host is not None:
                         self._release(host)
                         released = True

@@ -81,6 +81,10 @@ class GroupResult:
     stacks: dict[str, str] = field(default_factory=dict)
     attempts: int = 1
     notes: list[str] = field(default_factory=list)
+    torn_down_at: float | None = None
+    """When the harness began ending a failed group (``time.monotonic()`` of the rank clock),
+    where it knows: the in-process tier. A rank's call that ended after it ended by the
+    teardown, as torchrun's SIGTERM would have ended it, not by anything Zephon did."""
 
     @property
     def ok(self) -> bool:

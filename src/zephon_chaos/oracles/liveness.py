@@ -387,8 +387,10 @@ def propagations(
         if not failed:
             continue
         first = min(failed, key=lambda t: t.ended_at)
+        # From the failure, or from the rank's own call if it came later: a rank learns of
+        # nothing before it calls, and a leader that calls late waits its own budget then.
         lags = {
-            t.rank: t.ended_at - first.ended_at
+            t.rank: t.ended_at - max(first.ended_at, t.started_at)
             for t in calls
             if t.rank != first.rank and not any(s.covers(t) for s in cut)
         }
@@ -407,6 +409,17 @@ class _Run(Protocol):
 
     @property
     def phase(self) -> Any: ...
+
+
+def _torn_down(result: Any) -> list[Stall]:
+    """Ranks the harness ended with their failed group, from when it began (in process: the
+    launch's store released, an exception raised in the threads): what their calls measured
+    from then on is the teardown, where torchrun's SIGTERM would have left no record."""
+    since = getattr(result, "torn_down_at", None)
+    if since is None:
+        return []
+    cause = "ended with its failed group by the harness"
+    return [Stall(r.rank, cause, since) for r in result.ranks if r.killed_by_harness]
 
 
 def judge_run(run: _Run, bounds: LivenessBounds | None = None) -> LivenessVerdict:
@@ -430,7 +443,7 @@ def judge_run(run: _Run, bounds: LivenessBounds | None = None) -> LivenessVerdic
         run.records,
         phase=run.index,
         timeout_s=spec.pipeline.aggregate_timeout_s,
-        stalls=stalls,
+        stalls=[*stalls, *_torn_down(getattr(run, "result", None))],
         retry=spec.retry,
         bounds=bounds,
     )

@@ -95,6 +95,20 @@ def test_a_failure_that_reaches_every_rank_in_time_passes() -> None:
     assert p.max_lag == pytest.approx(2.15)
 
 
+def test_a_rank_that_calls_after_the_failure_is_measured_from_its_own_call() -> None:
+    """A follower fails at 10.05 s; the leader, late to the round (scheduling on loaded
+    cores), calls at 13 s and fails when its own budget runs out: within T + 3 s of its call,
+    though 5.2 s after the failure. Had it ended 7 s after its call, it would be slow."""
+    late = [rank(0, ckpt(1, 13.0, 15.25, ok=False)), rank(1, ckpt(1, 10.0, 10.05, ok=False))]
+    verdict = judge(late)
+    assert verdict.ok, verdict.lines()
+    [p] = verdict.propagations
+    assert p.lags == {0: pytest.approx(2.25)}
+    slow = [rank(0, ckpt(1, 13.0, 20.0, ok=False)), rank(1, ckpt(1, 10.0, 10.05, ok=False))]
+    [problem] = judge(slow).problems
+    assert problem.kind is LivenessKind.SLOW_PROPAGATION and problem.measured_s == 7.0
+
+
 def test_an_unbounded_wait_is_a_problem_but_the_first_fetch_may_start_runners() -> None:
     slow_fetch = fetches(0.0, 12.0, 12.0)  # the first next() starts Zephon: it has 10 s more
     records = [rank(0, batches=slow_fetch), rank(1, ckpt(0, 30.0, 30.0 + WAIT + 0.5))]
@@ -258,3 +272,31 @@ def test_the_summary_table_shows_the_measured_distributions() -> None:
     assert "| checkpoint() attempt | 2 | 0.500 | 1.500 | 1.500 | 0.17 |" in text
     assert "| failure reaches the others (leader failed first) | 1 | 1.000 |" in text
     assert "| next() | 6 |" in text
+
+
+def test_calls_the_harness_ended_with_its_failed_group_are_not_measured() -> None:
+    """In process the launcher releases a failed group's store: a leader still waiting ends
+    then, by the teardown (torchrun's SIGTERM would leave no record), not by Zephon."""
+    from zephon_chaos.launch.result import GroupResult, RankOutcome
+
+    records = [rank(0, ckpt(0, 10.0, 16.0, ok=False)), rank(1, ckpt(0, 10.0, 10.05, ok=False))]
+    assert not judge(records).ok  # measured, the leader's 6 s would be slow propagation
+    result = GroupResult(
+        "g",
+        [1],
+        [
+            RankOutcome(0, 0, 0, None, -15, error="GroupStopped: ...", killed_by_harness=True),
+            RankOutcome(1, 1, 0, None, 1, error="RuntimeError: x"),
+        ],
+        timed_out=False,
+        duration_s=6.0,
+        workdir=Path("."),
+        agent_logs=[],
+        torn_down_at=10.5,
+    )
+    stalls = oracle._torn_down(result)
+    assert [(s.rank, s.since) for s in stalls] == [(0, 10.5)]
+    verdict = judge(records, stalls=stalls)
+    assert verdict.ok, verdict.lines()
+    assert [t.rank for t in verdict.excluded] == [0]
+    assert oracle._torn_down(None) == []
