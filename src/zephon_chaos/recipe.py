@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.errors import InvalidInput
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.workload.atomic import replacing
 from zephon_chaos.workload.persist import digest
@@ -62,7 +63,7 @@ FAULT_ACTIONS = ("sigkill", "sigterm", "exit", "raise", "preempt")
 """What a scheduled fault does; ``preempt`` stops every rank cleanly (applies to all ranks)."""
 
 
-class RecipeContractError(RuntimeError):
+class RecipeContractError(InvalidInput, RuntimeError):
     """The environment does not describe a recipe run; the message names the variable."""
 
 

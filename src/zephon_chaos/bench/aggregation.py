@@ -25,13 +25,14 @@ from typing import Any, Literal
 
 from zephon_chaos.bench.counting import METER, SCHEME, Counts, register
 from zephon_chaos.bench.latency import LatencyVia, store_path
+from zephon_chaos.errors import HarnessError
 
 Mode = Literal["store", "dir"]
 CANONICAL_REPLICAS = 16
 ROUND_TIMEOUT_S = 120.0
 
 
-class BenchError(RuntimeError):
+class BenchError(HarnessError, RuntimeError):
     """A measurement could not run; the message names the cell and the cause."""
 
 

@@ -34,6 +34,7 @@ from zephon_chaos.bench.capacity_client import (
     go_key,
     small_key,
 )
+from zephon_chaos.errors import HarnessError
 
 MAX_CONNECTIONS = 1024
 MAX_PROCESSES = 16
@@ -44,7 +45,7 @@ PHASE_SLACK_S = 20.0
 """Beyond its window, for one phase: threads start, writes drain, counts come back."""
 
 
-class CapacityError(RuntimeError):
+class CapacityError(HarnessError, RuntimeError):
     """The capacity measurement could not run; the message names the cause."""
 
 

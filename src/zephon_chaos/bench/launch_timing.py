@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch import LaunchSpec, TorchrunGroup
 from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.runner import Launcher, ScenarioRunner, cli_launcher
@@ -34,7 +35,7 @@ SCENARIO_WORLDS = (2, 2, 3)
 """The launches of the 3-phase scenario: reference at 2, save at 2, resume at 3."""
 
 
-class LaunchFailed(RuntimeError):
+class LaunchFailed(HarnessError, RuntimeError):
     """A timed launch did not succeed; the numbers would be meaningless."""
 
 

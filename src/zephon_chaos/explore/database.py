@@ -35,6 +35,8 @@ from hypothesis.database import (
     ReadOnlyDatabase,
 )
 
+from zephon_chaos.errors import InvalidInput
+
 NONE = "none"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 GITHUB_ARTIFACT = "github-artifact:"
@@ -45,7 +47,7 @@ KEY_SCHEMA = b"zephon-chaos.explore/1"
 _REPO = re.compile(r"^([\w.-]+)/([\w.-]+)(?:/([\w.-]+))?$")
 
 
-class DatabaseError(ValueError):
+class DatabaseError(InvalidInput, ValueError):
     """A database spec that cannot be opened; the message says why and what to do."""
 
 

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from zephon_chaos.errors import InvalidInput
 from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.database import LOCAL_COPY
 from zephon_chaos.explore.findings import Finding, FindingLabel, Section, size_key
@@ -48,7 +49,7 @@ LABEL_STRENGTH: tuple[FindingLabel, ...] = (
 rerun elsewhere did not (each run's label stays listed)."""
 
 
-class MergeError(ValueError):
+class MergeError(InvalidInput, ValueError):
     """An input that cannot be merged; the message names the file and the way out."""
 
 

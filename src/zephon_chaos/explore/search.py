@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, Verbosity, given, seed, settings
 from hypothesis import Phase as HypothesisPhase
 from hypothesis.strategies import SearchStrategy
 
+from zephon_chaos.errors import Violation
 from zephon_chaos.explore.activity import Activity, ActivityClock, shrink_allowance_s
 from zephon_chaos.explore.database import (
     KeepKnown,
@@ -117,7 +118,7 @@ class RouteCheck(enum.Enum):
     NOT_RUN = "not run (out of time)"
 
 
-class ScenarioViolation(AssertionError):
+class ScenarioViolation(Violation, AssertionError):
     """Raised inside the property for a failing scenario; a subclass per signature."""
 
 

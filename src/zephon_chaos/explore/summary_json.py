@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.errors import InvalidInput
 from zephon_chaos.explore.report import ExploreResult
 from zephon_chaos.workload.atomic import replacing
 
@@ -23,7 +24,7 @@ READABLE_VERSIONS = (1, 2)
 """Version 1 lacks the shard, the runs merged and the per-cell counts (their defaults)."""
 
 
-class SummaryError(ValueError):
+class SummaryError(InvalidInput, ValueError):
     """A summary.json this version cannot read; the message names the file and the field."""
 
 

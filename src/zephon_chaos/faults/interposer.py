@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from zephon_chaos.errors import InvalidInput
 from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger
 
 SCHEME = "chaos"
@@ -55,7 +56,7 @@ PROXY_ACTIONS = ("cut", "toxic")
 WHEN = ("before", "after")
 
 
-class InterposerError(ValueError):
+class InterposerError(InvalidInput, ValueError):
     """A trigger or plan that cannot work; the message names the field and the way out."""
 
 

@@ -16,11 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zephon_chaos.errors import HarnessError
+
 PLACEHOLDER_UPSTREAM = "127.0.0.1:9"
 """Upstream of a proxy whose store is not known yet (the discard port; never dialed)."""
 
 
-class PlacementError(RuntimeError):
+class PlacementError(HarnessError, RuntimeError):
     """A rank could not route its store client through its proxy; says why and what to fix."""
 
 

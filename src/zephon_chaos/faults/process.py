@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.procs import ProcId
 
 POLL_S = 0.01
 
 
-class ProcessFaultError(RuntimeError):
+class ProcessFaultError(HarnessError, RuntimeError):
     """A process fault that could not be applied or observed; says which process and why."""
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from zephon_chaos.errors import InvalidInput
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
 from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
@@ -49,7 +50,7 @@ def stall_deadline_s(faults: tuple[Any, ...], timeout_s: float) -> float | None:
     return fault_oracle.failure_bound_s(timeout_s) + STALL_MARGIN_S
 
 
-class ProxyFaultError(ValueError):
+class ProxyFaultError(InvalidInput, ValueError):
     """A proxy fault no run can apply; the message names the field."""
 
 

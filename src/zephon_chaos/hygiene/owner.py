@@ -15,6 +15,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.procs import ProcId, proc_id
 
 OWNER_VAR = "ZEPHON_CHAOS_OWNER"
@@ -24,7 +25,7 @@ SESSION_SCOPE = "session"
 PRIVATE_PREFIX = "zephon-chaos-"
 
 
-class UnsafeDirectory(RuntimeError):
+class UnsafeDirectory(HarnessError, RuntimeError):
     """A well-known private directory exists but is not ours alone (owner, mode, or a link)."""
 
 

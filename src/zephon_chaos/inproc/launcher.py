@@ -30,6 +30,7 @@ from typing import Any
 
 import psutil
 
+from zephon_chaos.errors import InvalidInput
 from zephon_chaos.inproc.stores import StorePool
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.result import GroupResult, RankOutcome
@@ -45,10 +46,14 @@ STOPPED_EXITCODE = -15
 """What a rank stopped with its group reports: torchrun ends the survivors with SIGTERM."""
 
 
-class TierRefusal(ValueError):
+class TierRefusal(InvalidInput, ValueError):
     """A scenario (or launch) this tier cannot run; the message names the field and the way out."""
 
 
+# GroupStopped and GroupTornDown stay outside the ChaosError tree (``zephon_chaos.errors``):
+# they are this tier's stand-in for a signal ending a rank process, raised inside a rank
+# thread and caught by the launcher, which records the rank as stopped. No caller ever sees
+# one, and an ``except ChaosError`` in the code a rank runs must not swallow one.
 class GroupStopped(RuntimeError):
     """Raised inside a rank thread to end it where torchrun would have ended its process."""
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.procs import ProcId, proc_id
 
 NETNS_DIR = "/run/netns"
@@ -44,7 +45,7 @@ IP_TIMEOUT_S = 10.0
 NFT_TABLE = "zc_cut"
 
 
-class NetnsError(RuntimeError):
+class NetnsError(HarnessError, RuntimeError):
     """An ``ip``/``nft``/``tc`` command failed; the message names the command and its error."""
 
 

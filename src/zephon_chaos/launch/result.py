@@ -6,6 +6,7 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zephon_chaos.errors import Violation
 from zephon_chaos.launch.exitcodes import describe
 
 
@@ -162,7 +163,7 @@ class GroupResult:
         return f"failed (agents: {codes})"
 
 
-class GroupFailed(AssertionError):
+class GroupFailed(Violation, AssertionError):
     """A group that was expected to succeed did not; the message is the group's report."""
 
     def __init__(self, result: GroupResult) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.ports import LOOPBACK
 from zephon_chaos.launch.procs import ProcId, proc_id
 
@@ -55,7 +56,7 @@ READY_S = 60.0
 """How long a server may take to import torch (a loaded 2-core machine: several seconds)."""
 
 
-class StoreProcessError(RuntimeError):
+class StoreProcessError(HarnessError, RuntimeError):
     """The store process did not reach the state asked for; the message says which."""
 
 

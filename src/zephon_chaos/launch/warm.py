@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.group import _INHERITED_LAUNCH_VARS, StackCollector, TorchrunGroup
 from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId, proc_id
 from zephon_chaos.launch.result import GroupResult, read_tail
@@ -39,7 +40,7 @@ WARM_NOTE = "note: warm lane (agent and workers forked from a pre-warmed process
 WORKLOAD_MODULE = "zephon_chaos.workload"
 
 
-class WarmLaneError(RuntimeError):
+class WarmLaneError(HarnessError, RuntimeError):
     """The warm server could not start, answered wrongly, or died; the message says which."""
 
 

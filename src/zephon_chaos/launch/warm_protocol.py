@@ -12,11 +12,13 @@ import socket
 import time
 from typing import Any
 
+from zephon_chaos.errors import HarnessError
+
 Message = dict[str, Any]
 MAX_LINE_BYTES = 1 << 20
 
 
-class PeerClosed(ConnectionError):
+class PeerClosed(HarnessError, ConnectionError):
     """The other end closed the connection (it exited or was killed)."""
 
 

@@ -18,12 +18,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from zephon_chaos.errors import ChaosError, Violation
 
-class RuleViolation(AssertionError):
+
+class RuleViolation(Violation, AssertionError):
     """The adapter broke a rule; the message says how, with the config involved."""
 
 
-class RuleNotApplicable(Exception):
+class RuleNotApplicable(ChaosError):
     """The adapter doesn't offer what the rule needs (e.g. no TOML loader)."""
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.errors import ChaosError
 from zephon_chaos.workload.atomic import replacing
 from zephon_chaos.workload.spec import FORMATS
 
@@ -34,7 +35,7 @@ LOADER_KEY = "zephon"
 DCP_METADATA = ".metadata"
 
 
-class CheckpointFileError(RuntimeError):
+class CheckpointFileError(ChaosError, RuntimeError):
     """A persisted checkpoint that cannot be read; the message names the file."""
 
 
@@ -108,7 +109,7 @@ def _alone_is_meant() -> Iterator[None]:
         yield
 
 
-class DcpError(RuntimeError):
+class DcpError(ChaosError, RuntimeError):
     """A DCP save or load that failed on some rank; the message names each rank's error."""
 
 

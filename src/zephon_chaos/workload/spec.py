@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from zephon_chaos.errors import InvalidInput
+
 SPEC_VERSION = 1
 Runner = Literal["inline", "threads", "process"]
 Mapping = Literal["contiguous", "interleaved"]
@@ -43,7 +45,7 @@ ROUND_PHASES: tuple[str, ...] = ("announce", "shard", "participants", "outcome",
 """Checkpoint-round phases the interposer sees, in protocol order (see ``faults.interposer``)."""
 
 
-class SpecError(ValueError):
+class SpecError(InvalidInput, ValueError):
     """A spec that cannot be run; the message names the field."""
 
 

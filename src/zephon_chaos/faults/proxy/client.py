@@ -19,12 +19,13 @@ from urllib.parse import quote
 
 import requests
 
+from zephon_chaos.errors import HarnessError
 from zephon_chaos.faults.proxy.middleware import EMBEDDED_HEADER
 
 STREAMS = ("upstream", "downstream")
 
 
-class ProxyApiError(RuntimeError):
+class ProxyApiError(HarnessError, RuntimeError):
     """A non-2xx answer (or no answer) from the Toxiproxy API."""
 
     def __init__(self, status: int, message: str, *, method: str = "", url: str = "") -> None:

@@ -28,6 +28,7 @@ from typing import Literal
 
 import requests
 
+from zephon_chaos.errors import HarnessError
 from zephon_chaos.faults.proxy.api import serve
 
 ServerKind = Literal["url", "binary", "embedded"]
@@ -37,7 +38,7 @@ BINARY = "toxiproxy-server"
 START_DEADLINE_S = 10.0
 
 
-class ProxyServerError(RuntimeError):
+class ProxyServerError(HarnessError, RuntimeError):
     """A Toxiproxy server could not be started or reached."""
 
 

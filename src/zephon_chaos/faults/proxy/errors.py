@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
+from zephon_chaos.errors import ChaosError
 
-class ApiError(Exception):
+
+class ApiError(ChaosError):
     """An error the API answers as ``{"error": message, "status": code}``."""
 
     def __init__(self, message: str, status: int) -> None:

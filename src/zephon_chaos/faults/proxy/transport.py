@@ -20,6 +20,8 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from zephon_chaos.errors import InvalidInput
+
 log = logging.getLogger(__name__)
 
 MAX_HEADER_BYTES = (1 << 20) + 4096  # Go's DefaultMaxHeaderBytes plus its slack
@@ -32,7 +34,7 @@ _VERSION = re.compile(r"HTTP/1\.[01]")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
-class HttpError(Exception):
+class HttpError(InvalidInput):
     """A request the transport refuses before the application sees it; the connection closes."""
 
     def __init__(self, status: int, detail: str = "") -> None:

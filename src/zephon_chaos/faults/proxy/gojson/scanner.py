@@ -6,6 +6,8 @@ Errors read as ``encoding/json``'s (``invalid character 'x' looking for beginnin
 
 from __future__ import annotations
 
+from zephon_chaos.errors import InvalidInput
+
 MAX_DEPTH = 10_000
 _WHITESPACE = b" \t\r\n"
 _ESCAPES = b'"\\/bfnrtu'
@@ -13,7 +15,7 @@ _HEX = b"0123456789abcdefABCDEF"
 _DIGITS = b"0123456789"
 
 
-class GoJSONError(ValueError):
+class GoJSONError(InvalidInput, ValueError):
     """A body Go's decoder would refuse; ``str()`` is Go's message."""
 
 
