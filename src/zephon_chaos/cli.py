@@ -2,7 +2,8 @@
 
 Each subcommand lives in ``zephon_chaos.commands.<name>`` with ``add_arguments(parser)`` and
 ``run(args) -> int``; they are imported only when chosen, so ``--help`` stays fast. Bad flags
-and bad files exit 2 with a message naming the problem.
+and bad files exit 2 with a message naming the problem: any :class:`InvalidInput` (a
+``UsageError``, a ``ScenarioError``, a ``MergeError``, ...) that reaches ``main``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import argparse
 import importlib
 import sys
 
-from zephon_chaos.commands import UsageError
+from zephon_chaos.commands import UsageError  # noqa: F401  (callers import it from here)
+from zephon_chaos.errors import InvalidInput
 
 COMMANDS: dict[str, str] = {
     "explore": "generate scenarios, run them on real groups, report minimal violations",
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
         with owned_command(args.command):
             return int(module.run(args) or 0)
-    except UsageError as exc:
+    except InvalidInput as exc:
         print(f"zephon-chaos {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from zephon_chaos.commands import UsageError
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Scenario, ScenarioError
+from zephon_chaos.scenario import Scenario
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -50,10 +50,9 @@ def add_launch_options(parser: argparse.ArgumentParser, default_launch: str) -> 
 
 
 def load(path: str) -> Scenario:
-    try:
-        return Scenario.load(path)
-    except ScenarioError as exc:
-        raise UsageError(str(exc)) from None
+    """The scenario in ``path``; a bad file raises ``ScenarioError``, which ``cli`` answers
+    with exit 2 as it does every ``InvalidInput``."""
+    return Scenario.load(path)
 
 
 def pick_tier(scenario: Scenario, choice: str) -> str:

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from zephon_chaos.explore.merge import MergeError, merge, read_reports, write_merged
+    from zephon_chaos.explore.merge import merge, read_reports, write_merged
     from zephon_chaos.explore.summary_json import SUMMARY_JSON
 
     out: Path = args.out
@@ -49,10 +49,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--out {out}: exists and is not an empty folder or a report; give a new folder"
         )
-    try:
-        merged = merge(read_reports(list(args.reports)))
-    except MergeError as exc:
-        raise UsageError(str(exc)) from None
+    merged = merge(read_reports(list(args.reports)))  # a MergeError: exit 2, in ``cli``
     path = write_merged(merged, out)
     s = merged.summary
     print(f"merged {len(s.runs)} runs: {len(s.findings)} finding(s)")
