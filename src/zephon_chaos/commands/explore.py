@@ -94,9 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store-faults",
         action="store_true",
-        help="torchrun tier: also generate faults on a rank's link to the store (latency, "
-        "a cut, a reset) at a point of a checkpoint round, with the retry policy after a "
-        "failed checkpoint (none, lockstep, independent)",
+        help="also generate faults on a rank's link to the store (latency, a cut, a reset; "
+        "a stall on torchrun) from the start or at a point of a checkpoint round, with the "
+        "retry policy after a failed checkpoint (none, lockstep, independent, skip); each "
+        "rank, a thread in process, reaches the store through a proxy of its own",
     )
     parser.add_argument(
         "--profile",
