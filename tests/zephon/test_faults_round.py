@@ -44,7 +44,9 @@ POINTS = {  # point -> the ranks that write it (of 2): leader 0, follower 1
 DEFAULT_RUN = {("sigkill", "shard", 1), ("sigstop", "shard", 1), ("raise", "outcome", 0)}
 
 
-def round_cases() -> list[Any]:
+def round_cases(writers: dict[str, tuple[int, ...]] = POINTS) -> list[Any]:
+    """Every action at every point on every rank that writes it (``writers``); the
+    ``DEFAULT_RUN`` ones in the default lane, the rest slow."""
     return [
         pytest.param(
             action,
@@ -54,7 +56,7 @@ def round_cases() -> list[Any]:
             marks=() if (action, point, rank) in DEFAULT_RUN else (pytest.mark.slow,),
         )
         for action in OUTCOMES
-        for point, ranks in POINTS.items()
+        for point, ranks in writers.items()
         for rank in ranks
     ]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.zephon.test_faults_round import OUTCOMES, faulted_scenario, fired
+from tests.zephon.test_faults_round import OUTCOMES, faulted_scenario, fired, round_cases
 from zephon_chaos.faults.dir_interposer import AGG_DIR_NAME, DIR_PHASES, phase_of_file
 from zephon_chaos.faults.round_faults import DEATH_WORDS, RoundFaultLaunch
 from zephon_chaos.workload.spec import RankFault
@@ -25,23 +25,11 @@ pytestmark = [pytest.mark.cpu, pytest.mark.chaos]
 
 WRITERS = {"announce": (0,), "shard": (0, 1), "outcome": (0,), "ack": (1,)}
 """Point -> the ranks that write its file (of 2): leader 0, follower 1."""
-DEFAULT_RUN = {("sigkill", "shard", 1), ("sigstop", "shard", 1), ("raise", "outcome", 0)}
 
 
 def dir_cases() -> list[Any]:
     assert tuple(WRITERS) == DIR_PHASES
-    return [
-        pytest.param(
-            action,
-            point,
-            rank,
-            id=f"{action}-{point}-{'leader' if rank == 0 else 'follower'}",
-            marks=() if (action, point, rank) in DEFAULT_RUN else (pytest.mark.slow,),
-        )
-        for action in OUTCOMES
-        for point, ranks in WRITERS.items()
-        for rank in ranks
-    ]
+    return round_cases(WRITERS)
 
 
 @pytest.mark.parametrize(("action", "point", "rank"), dir_cases())

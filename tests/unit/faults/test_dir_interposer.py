@@ -7,13 +7,13 @@ value of ours.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.unit.faults.rank_threads import phases_written, run_rank_threads
 from zephon_chaos.faults.dir_interposer import (
     DIR_PHASES,
     DirInterposerError,
@@ -35,7 +35,6 @@ from zephon_chaos.workload.spec import (
 
 AGG = "/shared/agg/run-0/.zephon_agg"
 TIMEOUT_S = 1.0
-JOIN_S = 60.0
 
 
 @pytest.mark.parametrize(
@@ -78,7 +77,6 @@ RunRanks = Callable[..., tuple[WorkloadSpec, dict[int, str]]]
 def run_ranks(tmp_path: Path) -> RunRanks:
     """Run the workload's rank loop on two threads; returns the spec and each rank's error."""
     pytest.importorskip("zephon")
-    from zephon_chaos.workload.main import run_rank
 
     def run(name: str, **fields: Any) -> tuple[WorkloadSpec, dict[int, str]]:
         out = tmp_path / name
@@ -92,27 +90,10 @@ def run_ranks(tmp_path: Path) -> RunRanks:
             aggregate_dir=str(out / "agg"),
             **fields,
         )
-        errors: dict[int, str] = {}
-
-        def rank_thread(rank: int) -> None:
-            try:
-                run_rank(spec, rank, 2)
-            except Exception as exc:
-                errors[rank] = f"{type(exc).__name__}: {exc}"
-
-        threads = [threading.Thread(target=rank_thread, args=(r,)) for r in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(JOIN_S)
-        assert not any(t.is_alive() for t in threads), "a rank thread is still running"
+        errors = run_rank_threads(spec, 2, "torch://")
         return spec, errors
 
     return run
-
-
-def phases_written(out_dir: str, rank: int) -> list[tuple[str, int]]:
-    return [(e["phase"], e["n"]) for e in read_events(out_dir, rank) if e["kind"] == "write"]
 
 
 def test_every_file_phase_of_every_round_is_seen_in_protocol_order(run_ranks: RunRanks) -> None:

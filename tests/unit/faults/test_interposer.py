@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.faults.rank_threads import JOIN_S, phases_written, run_rank_threads
 from zephon_chaos.faults.control import InterposerControl, notify
 from zephon_chaos.faults.interposer import (
     ACTIONS,
@@ -36,7 +37,6 @@ from zephon_chaos.workload.spec import (
 
 NS = "zephon/run-0"
 TIMEOUT_S = 1.0
-JOIN_S = 60.0
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,6 @@ RunRanks = Callable[..., tuple[WorkloadSpec, dict[int, str]]]
 @pytest.fixture
 def run_ranks(store: str, tmp_path: Path) -> RunRanks:
     """Run the workload's rank loop on two threads; returns the spec and each rank's error."""
-    from zephon_chaos.workload.main import run_rank
 
     def run(name: str, *, world: int = 2, **fields: Any) -> tuple[WorkloadSpec, dict[int, str]]:
         out = tmp_path / name
@@ -132,27 +131,10 @@ def run_ranks(store: str, tmp_path: Path) -> RunRanks:
             out_dir=str(out),
             **fields,
         )
-        errors: dict[int, str] = {}
-
-        def rank_thread(rank: int) -> None:
-            try:
-                run_rank(spec, rank, world, default_store=store)
-            except Exception as exc:
-                errors[rank] = f"{type(exc).__name__}: {exc}"
-
-        threads = [threading.Thread(target=rank_thread, args=(r,)) for r in range(world)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(JOIN_S)
-        assert not any(t.is_alive() for t in threads), "a rank thread is still running"
+        errors = run_rank_threads(spec, world, store)
         return spec, errors
 
     return run
-
-
-def phases_written(out_dir: str, rank: int) -> list[tuple[str, int]]:
-    return [(e["phase"], e["n"]) for e in read_events(out_dir, rank) if e["kind"] == "write"]
 
 
 def test_every_phase_of_every_round_is_seen_in_protocol_order(run_ranks: RunRanks) -> None:
