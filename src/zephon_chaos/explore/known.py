@@ -82,11 +82,12 @@ MTP_WARNING_STAYS_IN_CHILD = KnownDefect(
 )
 
 _PHASE_FAILED = re.compile(
-    r"^phase (?P<phase>\d+)(?: failed|: rank \d+ failed with an error that names none of)"
+    r"^phase (?P<phase>\d+)(?: failed|: rank \d+ failed with an error that names none of"
+    r"|: (?:proxy|rank) fault .* left no evidence)"
 )
 """A launch that failed: ``failed: ``, ``failed before its scheduled fault fired``, ``failed,
-but not with`` (the runner's problem lines), or, in a launch with a link fault, a rank whose
-error is not the fault's cause (the fault oracle's line)."""
+but not with`` (the runner's problem lines), or, in a faulted launch, a rank whose error is
+not the fault's cause, or a fault that never fired (the launch failed before its point)."""
 NO_NEXT_CID = "does not have next cid in the checkpoint"
 """Zephon's error (``Engine.load_state_dict``) for a lane whose next chunk id it did not find."""
 
@@ -256,6 +257,47 @@ def _missed_round(outcome: ScenarioOutcome, problem: str) -> bool:
     return any(MISMATCH in e for e in errors)
 
 
+_NO_CAUSE = re.compile(
+    r"^phase (?P<phase>\d+): rank (?P<rank>\d+) failed with an error that names none of"
+)
+
+
+def _poisoned_retry(outcome: ScenarioOutcome, problem: str) -> bool:
+    """A rank's retry of a checkpoint refused by the merge for differing ``last_round_id``s,
+    after an attempt of the same checkpoint failed (a fault failed the round): in a faulted
+    launch the fault oracle, not the policy oracle, names the rank's error."""
+    m = _NO_CAUSE.match(problem)
+    if m is None:
+        return False
+    run = next((r for r in outcome.phases if r.index == int(m["phase"])), None)
+    if run is None:
+        return False
+    rank = int(m["rank"])
+    for rec in run.records:
+        if rec.rank != rank:
+            continue
+        attempts = [ev for ev in rec.events if ev.get("kind") == "checkpoint_attempt"]
+        for c in rec.checkpoints:
+            if MISMATCH not in (c.error or ""):
+                continue
+            refused = [
+                ev["attempt"]
+                for ev in attempts
+                if ev.get("index") == c.index and MISMATCH in (ev.get("error") or "")
+            ]
+            first = min(refused, default=0)
+            if any(
+                ev.get("index") == c.index and ev.get("attempt", 0) < first and not ev.get("ok")
+                for ev in attempts
+            ):
+                return True
+    return False
+
+
+def _missed_or_failed_round(outcome: ScenarioOutcome, problem: str) -> bool:
+    return _missed_round(outcome, problem) or _poisoned_retry(outcome, problem)
+
+
 MISSED_ROUND_POISONS_NEXT = KnownDefect(
     id="missed-round-poisons-next",
     summary=(
@@ -269,10 +311,12 @@ MISSED_ROUND_POISONS_NEXT = KnownDefect(
         "store the failure notice sits at the result key (_failure_location returns "
         "_result_location), so _read_open_round_id skips the failed round and a late follower "
         "joins none; each next shard carries its own last_round_id and engine.py "
-        "_merge_states refuses 'last_round_id mismatch across shards'. Standalone: "
-        "tests/zephon/repro/missed_round_poisons_next.py"
+        "_merge_states refuses 'last_round_id mismatch across shards'. The same happens to a "
+        "lockstep retry after an attempt a fault failed (the leader's shard write raising): "
+        "the leader's shard of the retry carries the failed round's id, the followers' none. "
+        "Standalone: tests/zephon/repro/missed_round_poisons_next.py"
     ),
-    explains=_missed_round,
+    explains=_missed_or_failed_round,
 )
 
 

@@ -93,3 +93,33 @@ def _with_lane_counts(outcome: ScenarioOutcome, counts: dict[int, int]) -> Scena
     checkpoints = dataclasses.replace(first.checkpoints, facts=facts)
     phases = [dataclasses.replace(first, checkpoints=checkpoints), *outcome.phases[1:]]
     return dataclasses.replace(outcome, phases=phases)
+
+
+def _retry_outcome(first_ok: bool) -> object:
+    """Rank 0 of launch 1: attempt 1 of checkpoint 0 failed (or not), the retry refused."""
+    from types import SimpleNamespace
+
+    from zephon_chaos.explore.known import MISMATCH
+    from zephon_chaos.workload.records import CheckpointEvent, RankRecord
+
+    refused = f"RuntimeError: cannot merge 3 shards:\n  - {MISMATCH}: {{'1', None}}"
+    events = [
+        {"kind": "checkpoint_attempt", "index": 0, "attempt": 1, "ok": first_ok, "error": None},
+        {"kind": "checkpoint_attempt", "index": 0, "attempt": 2, "ok": False, "error": refused},
+    ]
+    record = RankRecord(
+        rank=0, checkpoints=[CheckpointEvent(0, 4, False, error=refused)], events=events
+    )
+    return SimpleNamespace(phases=[SimpleNamespace(index=1, records=[record])])
+
+
+def test_a_retry_refused_for_a_failed_attempts_round_id_is_the_missed_round_defect() -> None:
+    """The fault oracle names the leader's refused retry; the known defect explains it only
+    when an earlier attempt of the same checkpoint failed on that rank."""
+    from zephon_chaos.explore.known import MISSED_ROUND_POISONS_NEXT
+
+    line = "phase 1: rank 0 failed with an error that names none of ['TCPStore']: 'cannot merge'"
+    assert MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=False), line)  # type: ignore[arg-type]
+    assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=True), line)  # type: ignore[arg-type]
+    other = line.replace("rank 0", "rank 1")
+    assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=False), other)  # type: ignore[arg-type]
