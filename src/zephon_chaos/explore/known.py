@@ -311,10 +311,14 @@ MISSED_ROUND_POISONS_NEXT = KnownDefect(
         "store the failure notice sits at the result key (_failure_location returns "
         "_result_location), so _read_open_round_id skips the failed round and a late follower "
         "joins none; each next shard carries its own last_round_id and engine.py "
-        "_merge_states refuses 'last_round_id mismatch across shards'. The same happens to a "
-        "lockstep retry after an attempt a fault failed (the leader's shard write raising): "
-        "the leader's shard of the retry carries the failed round's id, the followers' none. "
-        "Standalone: tests/zephon/repro/missed_round_poisons_next.py"
+        "Engine._merge_state_dicts refuses 'last_round_id mismatch across shards'. The same "
+        "defect is reached with no rank late: when the leader's own shard write raises, _lead "
+        "(coordination.py 576-583) publishes a failure notice to the round's outcome key but "
+        "keeps last_round_id (set at 527), followers that read the announcement after it join "
+        "no round (462-465), and the lockstep retry is refused by engine.py "
+        "Engine._merge_state_dicts (1988-1990, 2001-2005). Standalone: "
+        "tests/zephon/repro/missed_round_poisons_next.py, "
+        "tests/zephon/repro/failed_attempt_poisons_retry.py"
     ),
     explains=_missed_or_failed_round,
 )

@@ -11,7 +11,7 @@ Each rank takes one batch per lane it owns before each of four rounds:
    The leader set ``last_round_id`` to the round it opened; rank 1, finding that round
    closed by its failure notice, waits out its budget for another and joins none;
 3. both ranks call it together again: fails, the leader's merge refusing
-   ``last_round_id mismatch across shards`` (engine.py, ``_merge_states``), each rank's
+   ``last_round_id mismatch across shards`` (engine.py, ``Engine._merge_state_dicts``), each rank's
    shard carrying the id of the last round *it* joined;
 4. both together: completes (both joined round 3).
 

@@ -10,7 +10,7 @@ is written to the round's result key (``_failure_location`` returns ``_result_lo
 so ``_read_open_round_id`` sees the round closed and the follower waits out its budget. Each
 rank's next shard carries its own ``last_round_id`` (``EngineStateV2``, engine.py), and the
 leader's merge refuses differing ones (``last_round_id mismatch across shards``, engine.py
-``_merge_states``). Nothing documents that a failed checkpoint makes the next one fail:
+``Engine._merge_state_dicts``). Nothing documents that a failed checkpoint makes the next one fail:
 the protocol's ``last_round_id`` is "Last joined round ID", and the round after next
 completes. A ``skip`` policy loses two checkpoints, and a lockstep retry of two attempts
 fails outright.
