@@ -316,8 +316,14 @@ def judge(
     stalls: Sequence[Stall] = (),
     retry: str = "none",
     bounds: LivenessBounds | None = None,
+    worker_processes: bool = False,
 ) -> LivenessVerdict:
     """Judge one launch's records against both promises.
+
+    ``worker_processes``: the pipelines start worker processes (``runner: process``,
+    ``mtp_mode``) at their first ``next()``, which no timeout of Zephon's bounds (26-70 s a
+    launch on 2 cores): that first fetch is not a wait on the store or on peers, so it is
+    left out, as a stalled rank's calls are.
 
     ``retry``: the launch's checkpoint retry policy; under ``independent`` a rank's later
     attempts are rounds of its own, so only first attempts are rounds shared by every rank.
@@ -328,7 +334,7 @@ def judge(
     cut = [s for s in stalls if s.effect is Effect.CUT]
     for rec in records:
         for t in timings_of(rec):
-            if any(s.covers(t) for s in stopped):
+            if any(s.covers(t) for s in stopped) or (worker_processes and t.first):
                 verdict.excluded.append(t)
             else:
                 verdict.timings.append(t)
@@ -444,6 +450,7 @@ def judge_run(run: _Run, bounds: LivenessBounds | None = None) -> LivenessVerdic
         phase=run.index,
         timeout_s=spec.pipeline.aggregate_timeout_s,
         stalls=[*stalls, *_torn_down(getattr(run, "result", None))],
+        worker_processes=spec.pipeline.runner == "process" or bool(spec.pipeline.mtp_mode),
         retry=spec.retry,
         bounds=bounds,
     )

@@ -300,3 +300,15 @@ def test_calls_the_harness_ended_with_its_failed_group_are_not_measured() -> Non
     assert verdict.ok, verdict.lines()
     assert [t.rank for t in verdict.excluded] == [0]
     assert oracle._torn_down(None) == []
+
+
+def test_the_first_fetch_that_starts_worker_processes_is_not_a_wait() -> None:
+    """``runner: process`` starts its workers at the first next() (26-70 s a launch here),
+    bounded by nothing in Zephon: not measured; a later fetch still is."""
+    slow_start = fetches(0.0, 28.0, 0.01)
+    assert not judge([rank(0, batches=slow_start)]).ok
+    verdict = judge([rank(0, batches=slow_start)], worker_processes=True)
+    assert verdict.ok, verdict.lines()
+    assert [t.seconds for t in verdict.excluded] == [28.0]
+    stuck_later = fetches(0.0, 28.0, WAIT + 1.0)
+    assert not judge([rank(0, batches=stuck_later)], worker_processes=True).ok
