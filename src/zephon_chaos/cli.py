@@ -64,19 +64,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command not in LAUNCHING:
             return int(module.run(args) or 0)
-        from zephon_chaos.hygiene.command import owned_command
+        from zephon_chaos.hygiene.command import Terminated, owned_command, terminated
 
         with owned_command(args.command):
-            return int(module.run(args) or 0)
+            code = int(module.run(args) or 0)
+        return 128 + int(Terminated.signum) if terminated() else code
     except InvalidInput as exc:
         print(f"zephon-chaos {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        from zephon_chaos.hygiene.command import Terminated
+
         print(
             f"zephon-chaos {args.command}: interrupted; everything started was stopped",
             file=sys.stderr,
         )
-        return 130
+        return 128 + int(Terminated.signum) if isinstance(exc, Terminated) else 130
 
 
 if __name__ == "__main__":

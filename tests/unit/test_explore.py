@@ -312,8 +312,14 @@ def test_the_planted_defect_found_in_process_reproduces_on_torchrun(
 # ---- budget and interruption -----------------------------------------------------------
 
 
-def test_ctrl_c_stops_cleanly_and_writes_the_report_so_far(tmp_path: Path) -> None:
-    """SIGINT once scenarios run: exit 130, a summary marked interrupted, nothing left."""
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+def test_ctrl_c_stops_cleanly_and_writes_the_report_so_far(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    """SIGINT (or SIGTERM: a cancelled job) once scenarios run: exit 130 (143), a summary
+    marked interrupted, nothing left."""
     report, tmp = tmp_path / "report", tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
@@ -343,13 +349,13 @@ def test_ctrl_c_stops_cleanly_and_writes_the_report_so_far(tmp_path: Path) -> No
             assert time.monotonic() < deadline, "no scenario ran within 120 s"
             time.sleep(0.05)
         children = psutil.Process(proc.pid).children(recursive=True)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "interrupted; everything started was stopped" in err
     assert "scenarios" in out
     assert "interrupted" in (report / "summary.md").read_text()
