@@ -319,7 +319,9 @@ class InprocLauncher:
                 warnings.showwarning = router.show  # type: ignore[assignment]
                 for t in threads:
                     t.start()
-                timed_out = self._join(threads, group, host, started + spec.deadline_s)
+                timed_out = self._join(
+                    threads, group, host, started + spec.deadline_s, lambda: _cut_links(wspec)
+                )
                 if timed_out:
                     stacks = _stacks(threads)
                     group.torn_down_at = group.torn_down_at or time.monotonic()
@@ -343,9 +345,15 @@ class InprocLauncher:
         return result
 
     def _join(
-        self, threads: list[threading.Thread], group: _Group, host: Any, deadline: float
+        self,
+        threads: list[threading.Thread],
+        group: _Group,
+        host: Any,
+        deadline: float,
+        cut_links: Any = None,
     ) -> bool:
-        """Wait for every thread until ``deadline``; True if it passed."""
+        """Wait for every thread until ``deadline``; True if it passed. ``cut_links``: what
+        ends the rank threads' store links (their proxies) when the group fails."""
         released = False
         for t in threads:
             while t.is_alive():
@@ -358,6 +366,8 @@ class InprocLauncher:
                     # whatever they wait on (the launch's store, a shared one, a directory).
                     if group.torn_down_at is None:
                         group.torn_down_at = time.monotonic()
+                        if cut_links is not None:
+                            cut_links()
                     if not released and host is not None:
                         self._release(host)
                         released = True
@@ -384,6 +394,21 @@ class InprocLauncher:
             )
 
 
+def _cut_links(wspec: WorkloadSpec) -> None:
+    """Disable every rank's store proxy (closing its connections), as torchrun's SIGTERM
+    closes a process's sockets: a call blocked in the C++ store client on one returns."""
+    if not wspec.store_proxy_names or not wspec.proxy_api_url:
+        return
+    from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
+
+    with contextlib.suppress(ProxyApiError, OSError), ToxiproxyClient(
+        wspec.proxy_api_url, timeout_s=5.0
+    ) as client:
+        for name in wspec.store_proxy_names.values():
+            with contextlib.suppress(ProxyApiError):
+                client.disable(name)
+
+
 def _rank_stores(wspec: WorkloadSpec, world: int, default_store: str) -> list[str]:
     """Each rank thread's ``torch://`` store: through its own proxy when the spec places one
     (link faults), pointed at the launch's store as a rank process points it at torchrun's
@@ -401,16 +426,40 @@ def _rank_stores(wspec: WorkloadSpec, world: int, default_store: str) -> list[st
     return out
 
 
+ZEPHON_WAITS = ("zephon/_internal/coordination.py", "zephon/_internal/kvstore.py")
+"""Where Zephon's waits poll in Python (``_wait_until``, ``_wait_value``, the announcement
+wait, ``KVStore.wait``): the only places the tear-down raises in a rank thread."""
+WAIT_DEPTH = 2
+"""How far from the innermost frame the wait loop may be (``time.sleep`` has no frame)."""
+
+
 def _tear_down(threads: list[threading.Thread], group: _Group) -> None:
-    """Raise :class:`GroupTornDown` in every rank thread still inside its rank; it is
-    delivered at the thread's next bytecode (Zephon's waits poll in Python, so a waiting
-    rank ends within one poll). Called again while the thread lives: a finalizer that was
-    running when it arrived ignores it."""
+    """Raise :class:`GroupTornDown` in every rank thread still inside its rank that is
+    waiting in one of Zephon's poll loops; it is delivered at the thread's next bytecode, so
+    a waiting rank ends within one poll. Anywhere else an asynchronous exception can land
+    inside a library's critical section (a file lock half taken stays held: the next launch
+    over the same data then waits on it forever, seen in a 15-minute run), so a rank that is
+    not waiting is left to stop at its next step (``GroupStopped``) or its own timeout.
+    Called again while the thread lives: a finalizer that was running when it arrived
+    ignores it."""
+    frames = sys._current_frames()
     for rank, t in enumerate(threads):
-        if rank not in group.ended and t.is_alive() and t.ident is not None:
+        if rank in group.ended or not t.is_alive() or t.ident is None:
+            continue
+        if _waiting_in_zephon(frames.get(t.ident)):
             ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(t.ident), ctypes.py_object(GroupTornDown)
             )
+
+
+def _waiting_in_zephon(frame: Any) -> bool:
+    for _ in range(WAIT_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.endswith(ZEPHON_WAITS):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _scheduled(exc: BaseException) -> bool:

@@ -77,7 +77,8 @@ CASES = {
         aggregations=("store_explicit", "dir"),
     ),
     "raise-at-ack#2-independent": Case(
-        RankFault(1, 0, "raise", at="ack#2"), ("completed", "split", "split resolved"),
+        RankFault(1, 0, "raise", at="ack#2"),
+        ("completed", "failed", "split", "split resolved"),
         "independent",
     ),
 }

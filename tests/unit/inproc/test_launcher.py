@@ -233,3 +233,34 @@ def test_a_rank_waiting_on_a_peer_that_failed_is_torn_down_as_torchrun_would(
     rank0 = result.ranks[0]
     assert rank0.killed_by_harness, result.summary()
     assert rank0.error is not None and rank0.error.startswith("GroupTornDown"), rank0.error
+
+
+def _frames(*files: str) -> object:
+    """A stack of fake frames, innermost first."""
+    from types import SimpleNamespace
+
+    frame = None
+    for name in reversed(files):
+        frame = SimpleNamespace(f_code=SimpleNamespace(co_filename=name), f_back=frame)
+    return frame
+
+
+@pytest.mark.parametrize(
+    ("stack", "torn_down"),
+    [
+        (("/x/zephon/_internal/coordination.py", "/x/zephon/_internal/engine.py"), True),
+        (("/x/zephon/_internal/kvstore.py", "/x/zephon/_internal/coordination.py"), True),
+        (("/x/filelock/_core/_acquire.py", "/x/zephon/_internal/io/catalog/handle.py"), False),
+        (("/x/threading.py", "/x/zephon/_internal/engine.py"), False),
+        ((), False),
+    ],
+    ids=["round-wait", "store-wait", "file-lock", "thread-start", "no-frame"],
+)
+def test_the_tear_down_raises_only_in_a_rank_waiting_in_zephon(
+    stack: tuple[str, ...], torn_down: bool
+) -> None:
+    """An asynchronous exception elsewhere can land inside a library's critical section (a
+    file lock half taken stays held, and the next launch over the same data waits forever)."""
+    from zephon_chaos.inproc.launcher import _waiting_in_zephon
+
+    assert _waiting_in_zephon(_frames(*stack)) is torn_down
