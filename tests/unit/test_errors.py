@@ -23,6 +23,9 @@ OUTSIDE_THE_TREE: dict[str, str] = {
     "zephon_chaos.inproc.launcher.GroupTornDown": "asynchronous BaseException that ends a thread",
     # Hypothesis must not treat it as a failure to shrink; a BaseException on purpose.
     "zephon_chaos.explore.search._EndShrinking": "ends Hypothesis's shrinking of a round",
+    # A SIGTERM taking Ctrl-C's path: a KeyboardInterrupt, so every clean-up that stops a
+    # run on Ctrl-C runs for it too; an `except ChaosError` must not catch it.
+    "zephon_chaos.hygiene.command.Terminated": "SIGTERM ends a command as Ctrl-C does",
     # Private signals that never leave the module that raises them.
     "zephon_chaos.faults.interposer._Fired": "the interposer's drop action replaced a write",
     "zephon_chaos.faults.proxy.toxics.base.CloseLink": "a toxic stage ends its link",
