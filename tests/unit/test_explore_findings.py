@@ -64,8 +64,9 @@ def reruns(*outcomes: ScenarioOutcome | None) -> Callable[[Scenario], ScenarioOu
         ((passing(), passing()), FindingLabel.FLAKY, Section.FLAKY),
         ((failing(), passing()), FindingLabel.FLAKY, Section.FLAKY),
         ((failing(), None), FindingLabel.OUT_OF_TIME, Section.VIOLATION),
+        ((passing(), None), FindingLabel.FLAKY, Section.FLAKY),
     ],
-    ids=["reproducible", "reruns-pass", "one-rerun-passes", "out-of-time"],
+    ids=["reproducible", "reruns-pass", "one-rerun-passes", "out-of-time", "passed-then-time"],
 )
 def test_a_finding_is_a_violation_only_if_no_rerun_refutes_it(
     outcomes: tuple[ScenarioOutcome | None, ...], label: FindingLabel, section: Section

@@ -164,13 +164,15 @@ class Finding:
         """Rerun the minimal scenario ``times`` times: reproducible if every rerun fails alike,
         else flaky (the evidence stays the failing run's; the reruns' signatures are listed).
 
-        ``run`` returns None when it could not finish (the budget ran out): unconfirmed.
+        ``run`` returns None when it could not finish (the budget ran out): unconfirmed,
+        unless a rerun before it already failed otherwise or passed (then flaky: refuted).
         """
         self.reruns = []
         for _ in range(times):
             outcome = run(self.scenario)
             if outcome is None:
-                self.label = FindingLabel.OUT_OF_TIME
+                refuted = any(s != self.signature for s in self.reruns)
+                self.label = FindingLabel.FLAKY if refuted else FindingLabel.OUT_OF_TIME
                 return self.label
             self.reruns.append(signature(outcome) or "passed")
             if self.reruns[-1] == self.signature:
