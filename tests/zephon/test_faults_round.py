@@ -92,11 +92,19 @@ def test_a_rank_faulted_at_a_round_point_fails_the_round_and_the_relaunch_resume
 ) -> None:
     fault = RankFault(rank, 0, action, at=f"{point}#2")
     outcome = resume_check(faulted_scenario(fault))
+    assert_round_fault_judged(outcome, fault)
+
+
+def assert_round_fault_judged(outcome: Any, fault: RankFault) -> list[dict[str, Any]]:
+    """The fault fired once, its round got an expected verdict, a killed rank died of it, a
+    stopped one was continued, and the relaunch resumed; returns the ``fired`` events."""
+    action, rank = fault.action, fault.rank
     assert outcome.ok, outcome.report()
     run = outcome.phases[0]
     launch = run.fault
     assert isinstance(launch, RoundFaultLaunch) and launch.verdict is not None
-    assert [e["action"] for e in fired(run, fault)] == [action], "the fault never fired"
+    events = fired(run, fault)
+    assert [e["action"] for e in events] == [action], "the fault never fired"
     assert launch.verdict.outcome in OUTCOMES[action], launch.verdict.describe()
     if action in DEATH_WORDS:
         assert DEATH_WORDS[action] in run.result.rank(rank).status, run.result.summary()
@@ -107,6 +115,7 @@ def test_a_rank_faulted_at_a_round_point_fails_the_round_and_the_relaunch_resume
     assert run.restore_index is not None and run.restore_index >= 0
     assert outcome.resumes and outcome.resumes[0].phase == 1
     assert outcome.verdict is not None and outcome.verdict.ok
+    return events
 
 
 def test_a_raise_in_a_round_is_retried_away_under_lockstep(resume_check) -> None:

@@ -37,3 +37,22 @@ def run_rank_threads(
 def phases_written(out_dir: str, rank: int) -> list[tuple[str, int]]:
     """The round phases ``rank``'s interposer saw it write, in order, with their counts."""
     return [(e["phase"], e["n"]) for e in read_events(out_dir, rank) if e["kind"] == "write"]
+
+
+def assert_dropped_ack_splits(spec: WorkloadSpec, errors: dict[int, str]) -> None:
+    """Rank 1's dropped ack of round 2 fired, and the leader's wait for it split the round."""
+    from zephon_chaos.oracles import faults as fault_oracle
+    from zephon_chaos.workload.records import read_phase
+
+    fired = [e for e in read_events(spec.out_dir, 1) if e["kind"] == "fired"]
+    assert [(e["phase"], e["n"], e["action"]) for e in fired] == [("ack", 2, "drop")]
+    verdict = fault_oracle.judge(
+        read_phase(spec.out_dir, 2),
+        None,
+        index=1,
+        canonical_replicas=2,
+        timeout_s=spec.pipeline.aggregate_timeout_s,
+    )
+    assert verdict.outcome == fault_oracle.SPLIT, verdict.describe()
+    assert "acknowledgements" in errors[0]
+    assert 1 not in errors

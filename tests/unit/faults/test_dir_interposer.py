@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 
-from tests.unit.faults.rank_threads import phases_written, run_rank_threads
+from tests.unit.faults.rank_threads import (
+    assert_dropped_ack_splits,
+    phases_written,
+    run_rank_threads,
+)
 from zephon_chaos.faults.dir_interposer import (
     DIR_PHASES,
     DirInterposerError,
@@ -157,11 +161,4 @@ def test_a_raise_at_the_leaders_outcome_publishes_the_failure_notice(
 def test_a_dropped_ack_file_splits_the_round(run_ranks: RunRanks) -> None:
     """Rank 1 returns (its ack 'was written'), the leader times out waiting for it: split."""
     spec, errors = run_ranks("drop", triggers=(PhaseTrigger(1, "ack", "drop", occurrence=2),))
-    fired = [e for e in read_events(spec.out_dir, 1) if e["kind"] == "fired"]
-    assert [(e["phase"], e["n"], e["action"]) for e in fired] == [("ack", 2, "drop")]
-    verdict = fault_oracle.judge(
-        read_phase(spec.out_dir, 2), None, index=1, canonical_replicas=2, timeout_s=TIMEOUT_S
-    )
-    assert verdict.outcome == fault_oracle.SPLIT, verdict.describe()
-    assert "acknowledgements" in errors[0]
-    assert 1 not in errors
+    assert_dropped_ack_splits(spec, errors)

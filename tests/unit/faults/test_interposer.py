@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 
-from tests.unit.faults.rank_threads import JOIN_S, phases_written, run_rank_threads
+from tests.unit.faults.rank_threads import (
+    JOIN_S,
+    assert_dropped_ack_splits,
+    phases_written,
+    run_rank_threads,
+)
 from zephon_chaos.faults.control import InterposerControl, notify
 from zephon_chaos.faults.interposer import (
     ACTIONS,
@@ -151,14 +156,7 @@ def test_every_phase_of_every_round_is_seen_in_protocol_order(run_ranks: RunRank
 def test_a_dropped_ack_splits_the_round(run_ranks: RunRanks) -> None:
     """Rank 1 returns (its ack 'went out'), the leader times out waiting for it: split."""
     spec, errors = run_ranks("drop", triggers=(PhaseTrigger(1, "ack", "drop", occurrence=2),))
-    fired = [e for e in read_events(spec.out_dir, 1) if e["kind"] == "fired"]
-    assert [(e["phase"], e["n"], e["action"]) for e in fired] == [("ack", 2, "drop")]
-    verdict = fault_oracle.judge(
-        read_phase(spec.out_dir, 2), None, index=1, canonical_replicas=2, timeout_s=TIMEOUT_S
-    )
-    assert verdict.outcome == fault_oracle.SPLIT, verdict.describe()
-    assert "acknowledgements" in errors[0]
-    assert 1 not in errors
+    assert_dropped_ack_splits(spec, errors)
 
 
 def test_a_raise_fails_the_rank_naming_the_interposer(run_ranks: RunRanks) -> None:
