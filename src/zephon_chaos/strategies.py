@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
+from zephon_chaos.aims import Aim, Draws, aimed
 from zephon_chaos.scenario import STORE_ACTIONS, Phase, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import (
     FOLLOWER_POINTS,
@@ -359,6 +360,40 @@ def _store_faults(
     return (ProxyFault(rank=rank, toxic=toxic, attributes=attributes, at=at),), retry
 
 
+AIM_CHOICES = ("free", "aimed")
+AIM_ODDS = (1, 1)
+"""With aims, free and aimed scenarios (``zephon_chaos.aims``); the explorer aims whole
+rounds (``explore.search.AIMED_ODDS``) and shares its time between them and plain ones."""
+MORE_AIM_ODDS = (1, 3)
+"""Each other launch of an aimed scenario: aimed as well, three times in four (more cells a
+scenario: its reference run and start are paid once)."""
+
+
+def _aim(
+    draw: st.DrawFn, scenario: Scenario, aims: tuple[Aim, ...], odds: tuple[int, int]
+) -> Scenario:
+    """``scenario`` with one launch (drawn) aimed at one of ``aims``, and each other launch,
+    three times in four, at one of the aims of the same aggregation (one pipeline serves all)."""
+    if draw(_weighted(AIM_CHOICES, odds)) == AIM_CHOICES[0]:
+        return scenario
+    first = draw(st.sampled_from(aims))
+    same = tuple(a for a in aims if a.aggregation == first.aggregation)
+    where = draw(_ints(0, len(scenario.phases) - 1))
+    for i in range(len(scenario.phases)):
+        aim: Aim | None = first
+        if i != where:
+            more = draw(_weighted(AIM_CHOICES, MORE_AIM_ODDS)) != AIM_CHOICES[0]
+            aim = draw(st.sampled_from(same)) if more else None
+        draws = Draws(
+            rank=draw(_ints(0, 3)),
+            latency_ms=draw(_one_of(LATENCIES_MS)),
+            stall_s=draw(_one_of(STALLS_S)),
+        )
+        if aim is not None:
+            scenario = aimed(scenario, i, aim, draws)
+    return scenario
+
+
 SYNC_CHOICES = ("lockstep", "free")
 SYNC_ODDS = (3, 1)
 """How a torchrun launch's ranks arrive at checkpoints (``Phase.sync``): meeting first, as
@@ -407,11 +442,14 @@ def scenarios(
     plant: str | None = None,
     store_faults: bool = False,
     profile: Profile = "default",
+    aims: tuple[Aim, ...] = (),
+    aim_odds: tuple[int, int] = AIM_ODDS,
 ) -> Scenario:
     """A valid scenario for ``tier``; ``plant`` makes every one carry that deliberate defect;
     ``store_faults`` adds faults on the ranks' links to the store (each rank's client reaches
     it through a proxy of its own; on the in-process tier no stalling link, ``THREAD_TOXICS``);
-    ``profile`` sets the odds of the pipeline and persistence (see ``PROFILES``)."""
+    ``profile`` sets the odds of the pipeline and persistence (see ``PROFILES``); ``aims``:
+    fault cells to land in (``zephon_chaos.aims``), with ``aim_odds`` (free, aimed)."""
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
     if max_world < 1 or not 1 <= max_phases <= 5:
@@ -449,21 +487,21 @@ def scenarios(
     tps = _weighted(tuple(str(t) for t in TP_CHOICES), tp_odds(tier, profile))
     layouts = [int(draw(tps)) for _ in range(max_phases)]
     drawn = [replace(ph, tp=t) for ph, t in zip(drawn, layouts[-len(drawn) :], strict=True)]
-    scenario = normalised(
-        Scenario(
-            data=data,
-            pipeline=pipeline,
-            phases=tuple(drawn),
-            persist_format=persist_format,
-            run_id_policy=run_id_policy,  # type: ignore[arg-type]
-            plant=plant,
-            name="generated",
-        )
+    scenario = Scenario(
+        data=data,
+        pipeline=pipeline,
+        phases=tuple(drawn),
+        persist_format=persist_format,
+        run_id_policy=run_id_policy,  # type: ignore[arg-type]
+        plant=plant,
+        name="generated",
     )
+    # Aims last: every choice above keeps its meaning, and "free" shrinks the aims away.
+    scenario = normalised(_aim(draw, scenario, aims, aim_odds) if aims else scenario)
     if any(ph.proxy_faults or any(f.at_round for f in ph.rank_faults) for ph in scenario.phases):
         # Faults normalising left in place fail their rounds in seconds.
         scenario = scenario.with_(
-            pipeline=replace(pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
+            pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
         )
     if any(ph.store_faults for ph in scenario.phases):  # a faulted store fails rounds in seconds
         scenario = scenario.with_(

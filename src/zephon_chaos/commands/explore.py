@@ -100,6 +100,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "rank, a thread in process, reaches the store through a proxy of its own",
     )
     parser.add_argument(
+        "--no-aim",
+        dest="aim",
+        action="store_false",
+        help="no rounds aimed at the fault cells (action, round point, aggregation, retry) no "
+        "tier reached yet; by default they take up to half of each tier's search",
+    )
+    parser.add_argument(
         "--profile",
         default="default",
         help="odds of the generated pipelines: default (worker processes rare: each launch of "
@@ -192,6 +199,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         launch=args.launch,
         store_faults=args.store_faults,
         profile=args.profile,
+        aim=args.aim,
         stream=sys.stderr,
         shard=shard,
         database=getattr(args, "database", None),

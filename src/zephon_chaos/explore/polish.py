@@ -4,7 +4,8 @@ Hypothesis shrinks choice sequences; some simplifications need two choices to mo
 (swap the world sizes of two launches and lower C, say), so its result can stop one step
 short. This pass tries scenario-level simplifications (drop a launch, a checkpoint or a
 fault; move a rank from one launch to another; lower C, steps, world sizes; plainer data
-and pipeline settings) and keeps each one that still fails with the same signature and is
+and pipeline settings; every fault at once, as an aimed round may have put one in several
+launches) and keeps each one that still fails with the same signature and is
 smaller by :func:`size_key`, until none helps or the time is up. Each candidate is made to
 obey the scenario rules the strategies build with (``scenario_rules.normalised``: a launch
 given more ranks than lanes becomes a refusal, a link fault on a launch of one rank goes, a
@@ -44,6 +45,12 @@ def _clamped(ph: Phase, steps: int) -> Phase:
     return replace(ph, steps=steps, checkpoints=cps, rank_faults=faults)
 
 
+def _unfaulted(ph: Phase) -> Phase:
+    return replace(
+        ph, rank_faults=(), proxy_faults=(), store_faults=(), lags=(), max_restarts=0, retry="none"
+    )
+
+
 def normalised_candidates(s: Scenario) -> Iterator[Scenario]:
     """The candidates as polishing judges them: each made to obey the scenario rules, then
     validated (a ``ScenarioError`` here is a gap in ``normalised``, not a candidate to skip)."""
@@ -58,6 +65,9 @@ def candidates(s: Scenario) -> Iterator[Scenario]:
     for i in range(len(phases)):
         if len(phases) > 1:
             yield _phases(s, phases[:i] + phases[i + 1 :])
+    faulted = [_unfaulted(ph) for ph in phases]
+    if faulted != phases:  # all faults at once: an aimed round may have added several
+        yield _phases(s, faulted)
     p = s.pipeline
     if p.canonical_replicas > 1:
         yield s.with_(pipeline=replace(p, canonical_replicas=p.canonical_replicas - 1))

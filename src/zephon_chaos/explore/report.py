@@ -207,6 +207,9 @@ class TierStats:
     """Shrinking candidates of this tier's findings run in process, not counted above."""
     shrunk_in_process: int = 0
     """Findings of this tier shrunk in process, then confirmed on this tier."""
+    aimed_s: float = 0.0
+    """Seconds of ``search_s`` in rounds aimed at fault cells no tier reached yet."""
+    aimed_rounds: int = 0
 
     @property
     def rate(self) -> float:
@@ -234,9 +237,15 @@ class TierStats:
             if self.in_process_runs or self.shrunk_in_process
             else ""
         )
+        aimed = (
+            f"; {format_duration(self.aimed_s)} in {self.aimed_rounds} round(s) aimed at "
+            "unreached fault cells"
+            if self.aimed_rounds
+            else ""
+        )
         return (
             f"searching {format_duration(self.search_s)} ({self.new_scenarios} new scenarios, "
-            f"{100 * self.search_share:.0f}% of searching and shrinking), shrinking "
+            f"{100 * self.search_share:.0f}% of searching and shrinking{aimed}), shrinking "
             f"{format_duration(self.shrink_s)}{in_process}, confirming "
             f"{format_duration(self.confirm_s)}"
         )

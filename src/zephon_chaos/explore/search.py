@@ -58,7 +58,16 @@ from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import scenarios
 
-ROUND_EXAMPLES = 40
+ROUND_EXAMPLES: dict[str, int] = {"inproc": 25, "torchrun": 10}
+"""New scenarios a round may generate (it ends sooner at its first new failure): rounds are
+where aimed and plain searching take turns, so a torchrun round stays a few minutes."""
+AIMED_ROUND_EXAMPLES: dict[str, int] = {"inproc": 15, "torchrun": 4}
+AIM_SHARE = 0.5
+"""The most of a tier's search time that goes to rounds aimed at fault cells no tier reached
+yet (``explore.steer``): an aimed scenario carries failing rounds, about twice as slow as a
+plain one, and the plain rounds are where the rest of the space is searched."""
+AIMED_ODDS = (1, 7)
+"""Free and aimed scenarios in an aimed round: nearly all aimed, yet "free" to shrink to."""
 WORKER_PROCESS_FACTOR = 3
 """Launches whose pipelines start worker processes (``runner: process``, ``mtp_mode``) get
 this many times the deadline: each worker imports torch (60-75 s a launch measured here)."""
@@ -162,6 +171,9 @@ class ExploreConfig:
     """This run's shard of a run split across runners: its rounds' seeds (``explore.shard``)."""
     database: str | None = None
     """Where failing scenarios are shared with other runs (``explore.database``); None: none."""
+    aim: bool = True
+    """Spend up to ``AIM_SHARE`` of each tier's search on rounds aimed at the fault cells no
+    tier reached yet (``explore.steer``); off: plain draws steered by ``target()`` only."""
 
 
 def reserve_s(budget_s: float) -> float:
@@ -324,21 +336,34 @@ class Explorer:
         self.progress.phase = "searching"
         stats = self._stats(tier)
         runner = self._runner(tier)
-        strategy = scenarios(
-            tier=tier,  # type: ignore[arg-type]
-            max_world=cfg.max_world,
-            max_phases=cfg.max_phases,
-            plant=cfg.plant,
-            store_faults=cfg.store_faults,
-            profile=cfg.profile,  # type: ignore[arg-type]
-        )
         began = self._clock.switch(stats, Activity.SEARCH)
         round_no = 0
         pending_before = len(self._pending)
         try:
             while time.monotonic() < deadline and not self._goal_met():
                 round_no += 1
-                self._round(tier, runner, strategy, round_no, deadline, stats)
+                steering = RoundSteering(self.result.coverage, tier, cfg, round_no)
+                aims = steering.aims() if stats.aimed_s <= AIM_SHARE * stats.search_s else ()
+                strategy = scenarios(
+                    tier=tier,  # type: ignore[arg-type]
+                    max_world=cfg.max_world,
+                    max_phases=cfg.max_phases,
+                    plant=cfg.plant,
+                    store_faults=cfg.store_faults,
+                    profile=cfg.profile,  # type: ignore[arg-type]
+                    aims=aims,
+                    aim_odds=AIMED_ODDS,
+                )
+                examples = (AIMED_ROUND_EXAMPLES if aims else ROUND_EXAMPLES)[tier]
+                self._clock.flush()
+                searched = stats.search_s
+                self._round(
+                    tier, runner, strategy, steering, round_no, deadline, stats, examples
+                )
+                if aims:
+                    self._clock.flush()
+                    stats.aimed_s += stats.search_s - searched
+                    stats.aimed_rounds += 1
                 self._shrink_pending(deadline, stats)
             self._settle_routes(stats)
             if self._goal_met():
@@ -359,9 +384,11 @@ class Explorer:
         tier: str,
         runner: ScenarioRunner,
         strategy: SearchStrategy[Scenario],
+        steering: RoundSteering,
         round_no: int,
         deadline: float,
         stats: TierStats,
+        examples: int,
     ) -> None:
         """One Hypothesis run: new scenarios until the first new failure, then shrinking it.
 
@@ -378,7 +405,6 @@ class Explorer:
         raised: list[str] = []
         failing: list[Scenario] = []
         shrinking: list[bool] = []
-        steering = RoundSteering(self.result.coverage, tier, self.config, round_no)
 
         def keep(flag: bool, save: bool = True) -> None:
             """Whether Hypothesis may delete the call's example (if it replayed one), and save
@@ -387,7 +413,7 @@ class Explorer:
                 self._database.keep, self._database.save_ok = flag, save
 
         @settings(
-            max_examples=ROUND_EXAMPLES,
+            max_examples=examples,
             deadline=None,
             database=self._database,
             derandomize=False,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 
+from zephon_chaos.aims import Aim, AimKind
 from zephon_chaos.faults.dir_interposer import absent_on_dir
 from zephon_chaos.faults.round_faults import RoundFaultLaunch
 from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
@@ -567,6 +568,35 @@ def rarity(cells: Iterable[Cell], counts: Mapping[Cell, int], space: Space | Non
             if space is None or (c in space and space.why_not(c) is None)
         ),
         default=0.0,
+    )
+
+
+def aim_at(c: Cell) -> Aim | None:
+    """The aim that lands a launch in fault cell ``c``; None for a cell no aim targets."""
+    v = c.value
+    if c.dim is Dim.RANK_FAULT_POINT:
+        return Aim(AimKind.RANK, v[0], v[1], v[2], v[3])  # type: ignore[arg-type]
+    if c.dim is Dim.STORE_FAULT:
+        return Aim(AimKind.LINK, v[0], v[1], v[2], v[3])  # type: ignore[arg-type]
+    if c.dim is Dim.HOSTED_STORE_FAULT:
+        return Aim(AimKind.HOSTED, v[0], v[1], "store_explicit")
+    if c.dim is Dim.RANK_FAULT_ROLE:
+        return Aim(AimKind.RANK, "raise", v[0], role=v[1])  # type: ignore[arg-type]
+    if c.dim is Dim.STORE_FAULT_ROLE:
+        return Aim(AimKind.LINK, "latency", v[0], role=v[1])  # type: ignore[arg-type]
+    if c.dim is Dim.LAG:
+        return Aim(AimKind.LAG, retry=v[1], role=v[0])  # type: ignore[arg-type]
+    return None
+
+
+def aims(space: Space, counts: Mapping[Cell, int]) -> tuple[Aim, ...]:
+    """Aims at the reachable fault cells ``counts`` never reached, in declaration order so
+    that a round's draws are reproducible; none once every one was reached (the search then
+    draws as the strategies' odds fall, steered by ``target()`` alone)."""
+    return tuple(
+        a
+        for c in space.reachable()
+        if not counts.get(c, 0) and (a := aim_at(c)) is not None
     )
 
 

@@ -57,6 +57,9 @@ class TierFacts:
     confirm_s: float
     in_process_runs: int
     shrunk_in_process: int
+    aimed_s: float = 0.0
+    """Of ``search_s``: rounds aimed at fault cells no tier had reached (``explore.steer``)."""
+    aimed_rounds: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,8 @@ def facts(result: ExploreResult) -> SummaryFacts:
             confirm_s=round(t.confirm_s, 3),
             in_process_runs=t.in_process_runs,
             shrunk_in_process=t.shrunk_in_process,
+            aimed_s=round(t.aimed_s, 3),
+            aimed_rounds=t.aimed_rounds,
         )
         for name, t in result.tiers.items()
     }

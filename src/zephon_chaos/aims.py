@@ -1,0 +1,142 @@
+"""Aiming a drawn launch at a fault cell the exploration has not reached yet.
+
+A plain draw lands in one four-way fault cell (action, round point, aggregation, retry) about
+one time in a few hundred, and Hypothesis's ``target()`` climbs toward rare cells without
+ever enumerating them: a 15-minute run left most of those cells empty. An :class:`Aim` names
+one cell; :func:`aimed` edits a drawn scenario so that one launch's fault lands in it,
+changing only what the cell's rules require (the aggregation, a runner whose rank writes the
+round, two ranks, a checkpoint to time by, data that never runs dry) and leaving every other
+drawn choice as it was. The rules (``scenario_rules.normalised``) still have the last word:
+an aim never makes a scenario the validity model refuses.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
+from zephon_chaos.scenario_rules import COLLECTIVE_FORMATS, laid_out_tp
+from zephon_chaos.workload.spec import AT_STEP, CheckpointAt, RankFault, RankLag, Retry
+
+Role = Literal["leader", "follower"]
+
+
+class AimKind(enum.Enum):
+    """Which of a launch's fault fields an aim sets."""
+
+    RANK = "rank fault"
+    LINK = "store link fault"
+    HOSTED = "hosted store fault"
+    LAG = "lag"
+
+
+@dataclass(frozen=True)
+class Aim:
+    """One fault cell to land in: ``action`` is a rank fault's action, a toxic, or a hosted
+    store's action (unused for a lag); ``point`` a round point, ``start`` or ``step``."""
+
+    kind: AimKind
+    action: str = ""
+    point: str = ""
+    aggregation: str = "store"
+    retry: Retry = "none"
+    role: Role | None = None
+
+
+@dataclass(frozen=True)
+class Draws:
+    """What an aimed launch takes from the draw beyond its aim (so that it shrinks)."""
+
+    rank: int = 0
+    latency_ms: int = 10
+    stall_s: float = 1.0
+
+
+REPLACEMENT_FORMAT = "pickle"
+"""Persistence of an aimed scenario drawn with a collective format (``dcp``): its save is a
+collective over a process group that a split round outcome would block."""
+
+
+def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
+    """``scenario`` with launch ``i`` carrying ``aim``'s fault, and the scenario-wide choices
+    the fault needs; not normalised (the caller normalises and validates)."""
+    p = scenario.pipeline
+    pipeline = replace(
+        p,
+        aggregation=aim.aggregation,
+        runner="inline" if p.runner == "process" else p.runner,
+        mtp_mode=False,
+    )
+    data = scenario.data
+    if aim.kind is AimKind.RANK:
+        # Finite data drops rank faults: the last launch's length is the data's.
+        data = replace(
+            data, sources=tuple(replace(src, exhausted="repeat") for src in data.sources)
+        )
+    fmt = scenario.persist_format
+    if fmt in COLLECTIVE_FORMATS:
+        fmt = REPLACEMENT_FORMAT
+    s = scenario.with_(pipeline=pipeline, data=data, persist_format=fmt)
+    phase = _aimed_launch(s, i, aim, draws)
+    return s.with_(phases=(*s.phases[:i], phase, *s.phases[i + 1 :]))
+
+
+def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
+    ph = _accepted(s.phases[i], s.canonical_replicas(i))
+    steps = max(1, ph.steps)
+    checkpoints = tuple(cp for cp in ph.checkpoints if i == 0 or cp.step > 0)
+    if not checkpoints:
+        checkpoints = (CheckpointAt(steps),)
+    rank = _rank(aim.role, draws.rank, ph.world_size)
+    cleared = replace(
+        ph,
+        steps=steps,
+        checkpoints=checkpoints,
+        rank_faults=(),
+        proxy_faults=(),
+        store_faults=(),
+        lags=(),
+        retry=aim.retry,
+        expect_failure=False,
+        expect_error="",
+    )
+    if aim.kind is AimKind.RANK:
+        at_step = aim.point == AT_STEP
+        fault = RankFault(
+            rank=rank,
+            at_step=min(draws.rank, steps) if at_step else 0,
+            action=aim.action,
+            at=aim.point,
+        )
+        return replace(cleared, rank_faults=(fault,))
+    if aim.kind is AimKind.LINK:
+        attributes = {"latency": draws.latency_ms} if aim.action == "latency" else {}
+        if aim.action in ("reset_peer", "timeout"):
+            attributes = {"timeout": 0}
+        link = ProxyFault(rank=rank, toxic=aim.action, attributes=attributes, at=aim.point)
+        return replace(cleared, proxy_faults=(link,))
+    if aim.kind is AimKind.HOSTED:
+        stall = draws.stall_s if aim.action == "sigstop" else 1.0
+        return replace(cleared, store_faults=(StoreFault(aim.action, aim.point, stall),))
+    return replace(cleared, sync="free", lags=(RankLag(rank, checkpoint=0),))
+
+
+def _accepted(ph: Phase, c: int) -> Phase:
+    """``ph`` with two ranks or more and no more DP groups than C (Zephon accepts it)."""
+    world = max(2, ph.world_size)
+    tp = laid_out_tp(world, ph.tp, c)
+    if world // tp <= c:
+        return replace(ph, world_size=world, tp=tp)
+    if c >= 2:
+        return replace(ph, world_size=min(world, c), tp=1)
+    return replace(ph, world_size=2, tp=2)  # C = 1: one DP group of two ranks
+
+
+def _rank(role: Role | None, drawn: int, world: int) -> int:
+    if role == "leader":
+        return 0
+    if role == "follower":
+        return 1 + drawn % max(1, world - 1)
+    return drawn % world
