@@ -66,6 +66,10 @@ AIM_SHARE = 0.5
 """The most of a tier's search time that goes to rounds aimed at fault cells no tier reached
 yet (``explore.steer``): an aimed scenario carries failing rounds, about twice as slow as a
 plain one, and the plain rounds are where the rest of the space is searched."""
+DOWNSTREAM_AIM_SHARE = 0.2
+"""With ``--profile downstream``: an aimed launch cannot keep the downstream's worker processes
+or ``mtp_mode`` (their child writes the round, not the faulted rank), so aiming would pull
+the search away from what that profile is for."""
 AIMED_ODDS = (1, 7)
 """Free and aimed scenarios in an aimed round: nearly all aimed, yet "free" to shrink to."""
 WORKER_PROCESS_FACTOR = 3
@@ -343,7 +347,8 @@ class Explorer:
             while time.monotonic() < deadline and not self._goal_met():
                 round_no += 1
                 steering = RoundSteering(self.result.coverage, tier, cfg, round_no)
-                aims = steering.aims() if stats.aimed_s <= AIM_SHARE * stats.search_s else ()
+                share = DOWNSTREAM_AIM_SHARE if cfg.profile == "downstream" else AIM_SHARE
+                aims = steering.aims() if stats.aimed_s < share * stats.search_s else ()
                 strategy = scenarios(
                     tier=tier,  # type: ignore[arg-type]
                     max_world=cfg.max_world,
