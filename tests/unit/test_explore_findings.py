@@ -13,7 +13,7 @@ import pytest
 from zephon_chaos import cli
 from zephon_chaos.commands.explore import ExitStatus, exit_status
 from zephon_chaos.explore import search
-from zephon_chaos.explore.findings import Finding, FindingLabel, Section
+from zephon_chaos.explore.findings import Finding, FindingLabel, Section, confirmation_order
 from zephon_chaos.explore.known import judged_ok
 from zephon_chaos.explore.report import ExploreResult, write_summary
 from zephon_chaos.explore.search import ExploreConfig, Explorer
@@ -50,6 +50,15 @@ def finding(sig: str = ACCEPTED, label: FindingLabel = FindingLabel.UNCONFIRMED)
 
 
 # ---- confirmation: reproducible, flaky, out of time ----------------------------------------
+
+
+def test_findings_that_decide_the_exit_are_confirmed_before_known_defects() -> None:
+    early_known = Finding("known.stalled-store-link", "inproc", scenario(), "evidence", 1.0)
+    late_known = Finding("known.missed-round-poisons-next", "inproc", scenario(), "e", 9.0)
+    new = Finding(ACCEPTED, "inproc", scenario(), "evidence", 279.0)
+    newer = Finding("checkpoint.other.no-resume.no-resume", "inproc", scenario(), "e", 300.0)
+    order = confirmation_order([late_known, newer, early_known, new])
+    assert order == [new, newer, early_known, late_known]
 
 
 def reruns(*outcomes: ScenarioOutcome | None) -> Callable[[Scenario], ScenarioOutcome | None]:

@@ -11,7 +11,7 @@ import contextlib
 import enum
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -250,3 +250,12 @@ def discard(outcome: ScenarioOutcome) -> None:
     if outcome.scenario_file is not None:
         with contextlib.suppress(OSError):
             shutil.rmtree(outcome.scenario_file.parent, ignore_errors=True)
+
+
+def confirmation_order(findings: Iterable[Finding]) -> list[Finding]:
+    """The order confirmation reruns go in: the findings that decide the exit status first
+    (a known defect's label decides nothing), each group by first sighting. A budget that
+    ends while known defects were rerun left a new finding "unconfirmed (out of time)", which
+    counts as a violation even when its reruns would have passed."""
+    return sorted(findings, key=lambda f: (f.known, f.first_seen_s))
+

@@ -44,7 +44,14 @@ from zephon_chaos.explore.database import (
     open_database,
     shown,
 )
-from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding, FindingLabel, discard, evidence
+from zephon_chaos.explore.findings import (
+    CONFIRM_RUNS,
+    Finding,
+    FindingLabel,
+    confirmation_order,
+    discard,
+    evidence,
+)
 from zephon_chaos.explore.polish import polish
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
@@ -834,7 +841,7 @@ class Explorer:
     # ---- confirming ----------------------------------------------------------------------
     def _confirm(self, end: float) -> None:
         cfg = self.config
-        for finding in sorted(self.findings.values(), key=lambda f: f.first_seen_s):
+        for finding in confirmation_order(self.findings.values()):
             if finding.harness:
                 continue  # our own problem: labelled so, reported apart, not rerun
             if time.monotonic() >= end:
