@@ -65,7 +65,7 @@ from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import scenarios
 
-ROUND_EXAMPLES: dict[str, int] = {"inproc": 25, "torchrun": 10}
+ROUND_EXAMPLES: dict[str, int] = {"inproc": 40, "torchrun": 10}
 """New scenarios a round may generate (it ends sooner at its first new failure): rounds are
 where aimed and plain searching take turns, so a torchrun round stays a few minutes."""
 AIMED_ROUND_EXAMPLES: dict[str, int] = {"inproc": 15, "torchrun": 4}
@@ -370,7 +370,7 @@ class Explorer:
                 self._clock.flush()
                 searched = stats.search_s
                 self._round(
-                    tier, runner, strategy, steering, round_no, deadline, stats, examples
+                    tier, runner, strategy, steering, round_no, deadline, stats, examples, not aims
                 )
                 if aims:
                     self._clock.flush()
@@ -401,6 +401,7 @@ class Explorer:
         deadline: float,
         stats: TierStats,
         examples: int,
+        shared: bool = True,
     ) -> None:
         """One Hypothesis run: new scenarios until the first new failure, then shrinking it.
 
@@ -427,7 +428,10 @@ class Explorer:
         @settings(
             max_examples=examples,
             deadline=None,
-            database=self._database,
+            # An aimed round neither replays nor saves: its draws mean other scenarios than a
+            # plain round's, so a plain round's failure replayed here would pass and be
+            # deleted from the shared database, and one saved here would mislead plain rounds.
+            database=self._database if shared else None,
             derandomize=False,
             phases=[
                 HypothesisPhase.reuse,  # the shared database's failures first (none without)

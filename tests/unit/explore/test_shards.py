@@ -409,6 +409,7 @@ def _recording_shard(root: Path, index: int, url: str) -> tuple[Explorer, list[S
             confirm_runs=1,
             shard=Shard(index, 2),
             database=url,
+            aim=False,  # only plain rounds share through the database (explore.search)
             stop_when=lambda found: any(not f.known and not f.harness for f in found.values()),
         )
     )
