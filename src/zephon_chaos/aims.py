@@ -112,15 +112,21 @@ def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
         )
         return replace(cleared, rank_faults=(fault,))
     if aim.kind is AimKind.LINK:
-        attributes = {"latency": draws.latency_ms} if aim.action == "latency" else {}
-        if aim.action in ("reset_peer", "timeout"):
-            attributes = {"timeout": 0}
+        attributes = link_attributes(aim.action, draws.latency_ms)
         link = ProxyFault(rank=rank, toxic=aim.action, attributes=attributes, at=aim.point)
         return replace(cleared, proxy_faults=(link,))
     if aim.kind is AimKind.HOSTED:
         stall = draws.stall_s if aim.action == "sigstop" else 1.0
         return replace(cleared, store_faults=(StoreFault(aim.action, aim.point, stall),))
     return replace(cleared, sync="free", lags=(RankLag(rank, checkpoint=0),))
+
+
+def link_attributes(toxic: str, latency_ms: int) -> dict[str, int]:
+    """A link toxic's attributes as the strategies draw them: a latency in ms; a reset at
+    once (``reset_peer``) or a stall for good (``timeout``); none for a cut (``down``)."""
+    if toxic == "latency":
+        return {"latency": latency_ms}
+    return {"timeout": 0} if toxic in ("reset_peer", "timeout") else {}
 
 
 def _accepted(ph: Phase, c: int) -> Phase:

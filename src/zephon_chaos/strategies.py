@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
-from zephon_chaos.aims import Aim, Draws, aimed
+from zephon_chaos.aims import Aim, Draws, aimed, link_attributes
 from zephon_chaos.scenario import STORE_ACTIONS, Phase, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import (
     FOLLOWER_POINTS,
@@ -353,9 +353,8 @@ def _store_faults(
     at = draw(_one_of(("start", *ROUND_PHASES)))
     # Any rank: normalising moves it to one that writes the point (rank 0 for the leader's).
     rank = draw(_ints(0, 3)) % max(1, world)
-    attributes = {"latency": draw(_one_of(LATENCIES_MS))} if toxic == "latency" else {}
-    if toxic in ("reset_peer", "timeout"):
-        attributes = {"timeout": 0}  # reset at once; stall for good
+    latency = draw(_one_of(LATENCIES_MS)) if toxic == "latency" else 0
+    attributes = link_attributes(toxic, latency)
     retry = draw(_one_of(RETRIES))
     return (ProxyFault(rank=rank, toxic=toxic, attributes=attributes, at=at),), retry
 
@@ -498,16 +497,12 @@ def scenarios(
     )
     # Aims last: every choice above keeps its meaning, and "free" shrinks the aims away.
     scenario = normalised(_aim(draw, scenario, aims, aim_odds) if aims else scenario)
-    if any(ph.proxy_faults or any(f.at_round for f in ph.rank_faults) for ph in scenario.phases):
-        # Faults normalising left in place fail their rounds in seconds.
-        scenario = scenario.with_(
-            pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
-        )
-    if any(ph.store_faults for ph in scenario.phases):  # a faulted store fails rounds in seconds
-        scenario = scenario.with_(
-            pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
-        )
-    if any(ph.lags for ph in scenario.phases):  # a lagged round waits out its budget
+    # Faults normalising left in place (link, round-point rank and store faults) fail their
+    # rounds in seconds, and a lagged round waits out its budget: all take the short one.
+    if any(
+        ph.proxy_faults or ph.store_faults or ph.lags or any(f.at_round for f in ph.rank_faults)
+        for ph in scenario.phases
+    ):
         scenario = scenario.with_(
             pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
         )
