@@ -30,6 +30,16 @@ class AimKind(enum.Enum):
     LINK = "store link fault"
     HOSTED = "hosted store fault"
     LAG = "lag"
+    RESTART = "torchrun restart"
+    SETTING = "pipeline setting"
+
+
+SETTINGS = ("mtp", "process")
+"""What a ``SETTING`` aim turns on: ``mtp_mode``, or ``runner: process`` (torchrun only:
+both start worker processes, drawn about one time in twenty)."""
+SETTING_LAUNCHES = 2
+"""Launches an aimed setting keeps: every launch of a worker-process pipeline imports torch in
+each worker, so its scenario runs minutes; two launches still resume once."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,17 @@ class Aim:
     aggregation: str = "store"
     retry: Retry = "none"
     role: Role | None = None
+
+    @property
+    def group(self) -> tuple[str, ...]:
+        """The aims a search spreads its draws over evenly (then over each group's cells): a
+        fault kind and action, so that the 54 cells of one action do not crowd out the 3 of
+        another."""
+        if self.kind in (AimKind.RANK, AimKind.LINK) and self.role is not None:
+            return (self.kind.value, "role")
+        if self.kind is AimKind.LAG:
+            return (self.kind.value, self.role or "")
+        return (self.kind.value, self.action)
 
 
 @dataclass(frozen=True)
@@ -61,8 +82,12 @@ collective over a process group that a split round outcome would block."""
 
 def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
     """``scenario`` with launch ``i`` carrying ``aim``'s fault, and the scenario-wide choices
-    the fault needs; not normalised (the caller normalises and validates)."""
+    the fault needs; not normalised (the caller normalises and validates). A ``SETTING`` aim
+    changes the pipeline only, and keeps the first ``SETTING_LAUNCHES`` launches."""
     p = scenario.pipeline
+    if aim.kind is AimKind.SETTING:
+        setting = replace(p, mtp_mode=True) if aim.action == "mtp" else replace(p, runner="process")
+        return scenario.with_(pipeline=setting, phases=scenario.phases[:SETTING_LAUNCHES])
     pipeline = replace(
         p,
         aggregation=aim.aggregation,
@@ -70,7 +95,7 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
         mtp_mode=False,
     )
     data = scenario.data
-    if aim.kind is AimKind.RANK:
+    if aim.kind in (AimKind.RANK, AimKind.RESTART):
         # Finite data drops rank faults: the last launch's length is the data's.
         data = replace(
             data, sources=tuple(replace(src, exhausted="repeat") for src in data.sources)
@@ -111,6 +136,10 @@ def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
             at=aim.point,
         )
         return replace(cleared, rank_faults=(fault,))
+    if aim.kind is AimKind.RESTART:
+        # Attempt 0 ends at a step; torchrun restarts the workers from the last checkpoint.
+        fault = RankFault(rank=rank, at_step=min(draws.rank, steps), action=aim.action, restart=0)
+        return replace(cleared, rank_faults=(fault,), max_restarts=1)
     if aim.kind is AimKind.LINK:
         attributes = link_attributes(aim.action, draws.latency_ms)
         link = ProxyFault(rank=rank, toxic=aim.action, attributes=attributes, at=aim.point)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
-from zephon_chaos.aims import Aim, Draws, aimed, link_attributes
+from zephon_chaos.aims import Aim, AimKind, Draws, aimed, link_attributes
 from zephon_chaos.scenario import STORE_ACTIONS, Phase, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import (
     FOLLOWER_POINTS,
@@ -340,9 +340,7 @@ def _phase(
     )
 
 
-def _store_faults(
-    draw: st.DrawFn, world: int, tier: Tier
-) -> tuple[tuple[ProxyFault, ...], Retry]:
+def _store_faults(draw: st.DrawFn, world: int, tier: Tier) -> tuple[tuple[ProxyFault, ...], Retry]:
     """At most one fault on one rank's store link, and the retry policy of the launch.
 
     Drawn whether or not the phase can use them, so that shrinking the phase keeps the
@@ -372,17 +370,22 @@ def _aim(
     draw: st.DrawFn, scenario: Scenario, aims: tuple[Aim, ...], odds: tuple[int, int]
 ) -> Scenario:
     """``scenario`` with one launch (drawn) aimed at one of ``aims``, and each other launch,
-    three times in four, at one of the aims of the same aggregation (one pipeline serves all)."""
+    three times in four, at one of the aims of the same aggregation (one pipeline serves all).
+    A setting aim (``mtp_mode``, a process runner) is the scenario's only one."""
     if draw(_weighted(AIM_CHOICES, odds)) == AIM_CHOICES[0]:
         return scenario
-    first = draw(st.sampled_from(aims))
-    same = tuple(a for a in aims if a.aggregation == first.aggregation)
+    first = _one_aim(draw, aims)
+    if first.kind is AimKind.SETTING:
+        return aimed(scenario, 0, first, Draws())
+    same = tuple(
+        a for a in aims if a.aggregation == first.aggregation and a.kind is not AimKind.SETTING
+    )
     where = draw(_ints(0, len(scenario.phases) - 1))
     for i in range(len(scenario.phases)):
         aim: Aim | None = first
         if i != where:
             more = draw(_weighted(AIM_CHOICES, MORE_AIM_ODDS)) != AIM_CHOICES[0]
-            aim = draw(st.sampled_from(same)) if more else None
+            aim = _one_aim(draw, same) if more else None
         draws = Draws(
             rank=draw(_ints(0, 3)),
             latency_ms=draw(_one_of(LATENCIES_MS)),
@@ -391,6 +394,13 @@ def _aim(
         if aim is not None:
             scenario = aimed(scenario, i, aim, draws)
     return scenario
+
+
+def _one_aim(draw: st.DrawFn, aims: tuple[Aim, ...]) -> Aim:
+    """A group of ``aims`` evenly (``Aim.group``), then one of its aims."""
+    groups = tuple(dict.fromkeys(a.group for a in aims))
+    group = draw(st.sampled_from(groups))
+    return draw(st.sampled_from(tuple(a for a in aims if a.group == group)))
 
 
 SYNC_CHOICES = ("lockstep", "free")

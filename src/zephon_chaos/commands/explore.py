@@ -23,6 +23,7 @@ from zephon_chaos.explore.findings import Finding, Section
 
 if TYPE_CHECKING:
     from zephon_chaos.explore.report import ExploreResult
+    from zephon_chaos.explore.search import ExploreConfig
 
 TIERS = ("inproc", "torchrun", "both")
 
@@ -206,8 +207,20 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
+NATIVE_LOG = "native-stderr.log"
+"""In the report: what native code (c10d's C++ logging) wrote to stderr during the run."""
+
+
 def run(args: argparse.Namespace) -> int:
     config = _config(args)
+    from zephon_chaos.commands.native_stderr import native_stderr_to
+
+    with native_stderr_to(config.report_dir / NATIVE_LOG):
+        config.stream = sys.stderr
+        return _explore(args, config)
+
+
+def _explore(args: argparse.Namespace, config: ExploreConfig) -> int:
     from zephon_chaos.explore.budget import format_duration
     from zephon_chaos.explore.database import DatabaseError
     from zephon_chaos.explore.search import Explorer

@@ -65,7 +65,7 @@ from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import scenarios
 
-ROUND_EXAMPLES: dict[str, int] = {"inproc": 40, "torchrun": 10}
+ROUND_EXAMPLES: dict[str, int] = {"inproc": 40, "torchrun": 6}
 """New scenarios a round may generate (it ends sooner at its first new failure): rounds are
 where aimed and plain searching take turns, so a torchrun round stays a few minutes."""
 AIMED_ROUND_EXAMPLES: dict[str, int] = {"inproc": 15, "torchrun": 4}

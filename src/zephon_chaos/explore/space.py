@@ -19,7 +19,11 @@ from zephon_chaos.faults.round_faults import RoundFaultLaunch
 from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
-from zephon_chaos.scenario_rules import PROCESS_ENDING_ACTIONS, STALLING_TOXICS
+from zephon_chaos.scenario_rules import (
+    PROCESS_ENDING_ACTIONS,
+    RESTART_ACTIONS,
+    STALLING_TOXICS,
+)
 from zephon_chaos.strategies import (
     AGGREGATE_TIMEOUTS_S,
     AGGREGATION_CHOICES,
@@ -43,6 +47,7 @@ from zephon_chaos.strategies import (
     PREFETCH_CHOICES,
     PROCESS_FAULTS,
     RANK_FAULT_POINTS,
+    RESTART_CHOICES,
     ROUND_FAULTS,
     RUN_ID_POLICIES,
     RUNNER_CHOICES,
@@ -586,24 +591,34 @@ def aim_at(c: Cell) -> Aim | None:
         return Aim(AimKind.LINK, "latency", v[0], role=v[1])  # type: ignore[arg-type]
     if c.dim is Dim.LAG:
         return Aim(AimKind.LAG, retry=v[1], role=v[0])  # type: ignore[arg-type]
+    if c.dim is Dim.RESTARTS and v[0] != str(RESTART_CHOICES[0]):
+        return Aim(AimKind.RESTART, RESTART_ACTIONS[1], AT_STEP)
+    if c.dim is Dim.MTP and v[0] == MTP_CHOICES[1]:
+        return Aim(AimKind.SETTING, "mtp")
+    if c.dim is Dim.RUNNER and v[0] == "process":
+        return Aim(AimKind.SETTING, "process")
     return None
 
 
 def aims(space: Space, counts: Mapping[Cell, int]) -> tuple[Aim, ...]:
     """Aims at the reachable fault cells ``counts`` never reached, in declaration order so
     that a round's draws are reproducible; none once every one was reached (the search then
-    draws as the strategies' odds fall, steered by ``target()`` alone)."""
-    return tuple(
-        a
-        for c in space.reachable()
-        if not counts.get(c, 0) and (a := aim_at(c)) is not None
-    )
+    draws as the strategies' odds fall, steered by ``target()`` alone).
+
+    Breadth first: while some group of aims (``Aim.group``: a fault kind and action, a lag,
+    a setting) has no cell reached at all, only those groups are aimed at, so that a slow
+    tier's few scenarios exercise every kind of fault before filling in its products."""
+    aimable = [(c, a) for c in space.reachable() if (a := aim_at(c)) is not None]
+    touched = {a.group for c, a in aimable if counts.get(c, 0)}
+    holes = [a for c, a in aimable if not counts.get(c, 0)]
+    untouched = [a for a in holes if a.group not in touched]
+    return tuple(untouched or holes)
 
 
 # ---- the harness-hosted store's faults and torchrun's restarts -----------------------------
 def _hosted_declared(inproc: bool, faults: bool, max_world: int, max_phases: int) -> list[Declared]:
     """Cells of hosted-store faults, their outcomes, restarts and the surviving-store relaunch."""
-    from zephon_chaos.strategies import HOSTED_STORE_ACTIONS, HOSTED_STORE_POINTS, RESTART_CHOICES
+    from zephon_chaos.strategies import HOSTED_STORE_ACTIONS, HOSTED_STORE_POINTS
 
     off = Why.FAULTS_OFF if not faults else None
     store = _first(Why.HOSTED_STORE_INPROC if inproc else None, off)
@@ -614,8 +629,7 @@ def _hosted_declared(inproc: bool, faults: bool, max_world: int, max_phases: int
         for point in HOSTED_STORE_POINTS
     ]
     out += [
-        Declared(cell(Dim.HOSTED_STORE_OUTCOME, o), store)
-        for o in (COMPLETED, FAILED, FINDING)
+        Declared(cell(Dim.HOSTED_STORE_OUTCOME, o), store) for o in (COMPLETED, FAILED, FINDING)
     ]
     agent = _first(Why.THREADS_NO_AGENT if inproc else None, off)
     out += [
