@@ -55,6 +55,9 @@ class PhaseRun:
     leftover_round: LeftoverRound | None = None
     """A round an earlier launch left open in this launch's store namespace, which the harness
     closed before this launch (``launch.leftover_round``)."""
+    held: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    """Per rank, when a toxic on its store link held data back (monotonic clock): the
+    network's time, which the timing oracles do not count against Zephon."""
 
     @property
     def restore_index(self) -> int | None:
@@ -319,6 +322,8 @@ class ScenarioRunner:
                 cps = ckpt_oracle.check(records, c, failures_judged=phase.retry == "skip")
                 run = PhaseRun(i, phase, spec, result, records, cps)
                 run.leftover_round = leftover
+                if faulted is not None:
+                    run.held = proxy_faults.held(faulted)
                 outcome.phases.append(run)
                 run.liveness = liveness_oracle.judge_run(run)
                 outcome.problems += run.liveness.lines()

@@ -157,10 +157,24 @@ class ProxyFaultSession:
             index=index,
             canonical_replicas=run.spec.pipeline.canonical_replicas,
             timeout_s=run.spec.pipeline.aggregate_timeout_s,
+            held=getattr(run, "held", None) or self.held(launch),
         )
         launch.verdict.evidence[:0] = launch.evidence
         problems += [f"phase {run.index}: {p}" for p in launch.verdict.problems]
         return problems
+
+    @staticmethod
+    def held(launch: FaultedLaunch) -> dict[int, list[tuple[float, float]]]:
+        """Per faulted rank, when its link's toxics held data back (latency's delays): the
+        network's share of its calls' time, which the timing oracles do not count."""
+        held: dict[int, list[tuple[float, float]]] = {}
+        for rank in sorted({f.rank for f in launch.faults}):
+            try:
+                stats = launch.proxies.stats(rank)
+            except ProxyApiError:
+                continue
+            held[rank] = [span for t in stats.toxics.values() for span in t.held]
+        return held
 
     def _fired(self, launch: FaultedLaunch, fault: Any, run: Any) -> str | None:
         phase, n = parse_at(fault.at)

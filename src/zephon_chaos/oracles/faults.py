@@ -16,7 +16,7 @@ checkpoints, an error that names no cause, a failure slower than the bound.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,17 @@ Causes = Mapping[int, str | tuple[str, ...]] | Iterable[str]
 def failure_bound_s(timeout_s: float, attempts: int = 1) -> float:
     """How long ``attempts`` failing checkpoint attempts may take: (3 T + 3 s) each."""
     return attempts * (BOUND_FACTOR * timeout_s + BOUND_SLACK_S)
+
+
+def overlap_s(intervals: Iterable[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of ``[start, end]`` that ``intervals`` (of several toxics: may overlap) cover."""
+    covered, reach = 0.0, start
+    for a, b in sorted(intervals):
+        a, b = max(a, reach), min(b, end)
+        if b > a:
+            covered += b - a
+            reach = b
+    return covered
 
 
 def position_digest(ckpt: Mapping[str, Any]) -> str:
@@ -178,6 +189,7 @@ def judge(
     excused_s: Mapping[int, float] | None = None,
     expected_position: str | None = None,
     position: str | None = None,
+    held: Mapping[int, Sequence[tuple[float, float]]] | None = None,
 ) -> FaultVerdict:
     """The outcome of checkpoint ``index`` under a fault, with evidence, or a finding.
 
@@ -185,10 +197,13 @@ def judge(
     any error may contain); ``faulted``: ranks the fault ended, and the words their wait
     status must show; ``excused_s``: time a rank spent stopped (not counted against the bound);
     ``expected_position``/``position``: position digests of the unfaulted run's checkpoint
-    and of this one (from rank 0's persisted file).
+    and of this one (from rank 0's persisted file); ``held``: per rank, when its link held
+    data back (a latency toxic's delays, monotonic clock): the part of an attempt they
+    overlap is the network's time, not Zephon's, and is not counted against the bound.
     """
     faulted = dict(faulted or {})
     excused = dict(excused_s or {})
+    held = dict(held or {})
     verdict = FaultVerdict(outcome=FINDING, index=index)
     if result is not None and result.timed_out:
         stuck = "; ".join(f"{k}: {v}" for k, v in result.stuck_frames().items())
@@ -200,12 +215,21 @@ def judge(
     rounds = rank_rounds(records, result, index)
     ok, failed, gone = [], [], []
     for r in rounds:
+        timed = [a for a in r.attempts if "ended_at" in a]
+        spans = [a["ended_at"] - a["started_at"] for a in timed]
+        delays = [overlap_s(held.get(r.rank, ()), a["started_at"], a["ended_at"]) for a in timed]
+        own = [span - delay for span, delay in zip(spans, delays, strict=True)]
         longest = max(
-            [a["ended_at"] - a["started_at"] for a in r.attempts if "ended_at" in a]
-            + ([r.final.duration_s] if r.final is not None and not r.attempts else [])
+            own + ([r.final.duration_s] if r.final is not None and not r.attempts else [])
             or [0.0]
         )
         verdict.durations[r.rank] = max(0.0, longest - excused.get(r.rank, 0.0))
+        if any(d > 0 for d in delays):
+            i = max(range(len(own)), key=own.__getitem__)
+            verdict.evidence.append(
+                f"rank {r.rank}'s link held its data back {delays[i]:.1f}s of its "
+                f"{spans[i]:.1f}s attempt (a toxic's delays): not counted against the bound"
+            )
         if r.rank in faulted:
             _check_faulted(r, faulted[r.rank], verdict)
             if r.final is not None and r.final.ok:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Protocol
 
+from zephon_chaos.oracles.faults import overlap_s
 from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.records import RankRecord
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault
@@ -136,6 +137,8 @@ class Propagation:
     failed_at: float
     lags: Mapping[int, float]
     """Per other rank, its call's end minus ``failed_at`` (negative: it ended before)."""
+    since: Mapping[int, float] = field(default_factory=dict)
+    """Per other rank, when its lag began: ``failed_at``, or its own call if that came later."""
 
     @property
     def by_leader(self) -> bool:
@@ -317,8 +320,14 @@ def judge(
     retry: str = "none",
     bounds: LivenessBounds | None = None,
     worker_processes: bool = False,
+    held: Mapping[int, Sequence[tuple[float, float]]] | None = None,
 ) -> LivenessVerdict:
     """Judge one launch's records against both promises.
+
+    ``held``: per rank, when a toxic on its store link held data back (a latency's delays):
+    the network's time, not Zephon's. A wait is judged without the part of it they cover; a
+    propagation lag without the part its rank's link or the leader's (which carries the
+    notice) covers.
 
     ``worker_processes``: the pipelines start worker processes (``runner: process``,
     ``mtp_mode``) at their first ``next()``, which no timeout of Zephon's bounds (26-70 s a
@@ -338,9 +347,11 @@ def judge(
                 verdict.excluded.append(t)
             else:
                 verdict.timings.append(t)
+    held = dict(held or {})
     for t in verdict.timings:
         bound = bounds.wait_bound_s(timeout_s, first_fetch=t.first)
-        if t.seconds > bound:
+        own = t.seconds - overlap_s(held.get(t.rank, ()), t.started_at, t.ended_at)
+        if own > bound:
             verdict.problems.append(
                 LivenessProblem(
                     LivenessKind.UNBOUNDED_WAIT,
@@ -348,7 +359,7 @@ def judge(
                     t.step,
                     t.index if t.step is Step.CHECKPOINT else None,
                     t.rank,
-                    t.seconds,
+                    own,
                     bound,
                     t.attempt,
                 )
@@ -357,6 +368,9 @@ def judge(
     for p in propagations(verdict.timings, retry=retry, cut=cut):
         verdict.propagations.append(p)
         for rank, lag in sorted(p.lags.items()):
+            network = [*held.get(rank, ()), *(held.get(LEADER, ()) if rank != LEADER else ())]
+            began = p.since.get(rank, p.failed_at)
+            lag -= overlap_s(network, began, began + lag)
             if lag > bound:
                 verdict.problems.append(
                     LivenessProblem(
@@ -395,12 +409,12 @@ def propagations(
         first = min(failed, key=lambda t: t.ended_at)
         # From the failure, or from the rank's own call if it came later: a rank learns of
         # nothing before it calls, and a leader that calls late waits its own budget then.
-        lags = {
-            t.rank: t.ended_at - max(first.ended_at, t.started_at)
-            for t in calls
-            if t.rank != first.rank and not any(s.covers(t) for s in cut)
-        }
-        out.append(Propagation(index, attempt, first.rank, first.ended_at, lags))
+        others = [
+            t for t in calls if t.rank != first.rank and not any(s.covers(t) for s in cut)
+        ]
+        since = {t.rank: max(first.ended_at, t.started_at) for t in others}
+        lags = {t.rank: t.ended_at - since[t.rank] for t in others}
+        out.append(Propagation(index, attempt, first.rank, first.ended_at, lags, since))
     return out
 
 
@@ -453,4 +467,5 @@ def judge_run(run: _Run, bounds: LivenessBounds | None = None) -> LivenessVerdic
         worker_processes=spec.pipeline.runner == "process" or bool(spec.pipeline.mtp_mode),
         retry=spec.retry,
         bounds=bounds,
+        held=getattr(run, "held", None),
     )

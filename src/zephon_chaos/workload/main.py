@@ -15,7 +15,7 @@ import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +90,11 @@ def run(spec: WorkloadSpec) -> int:
 
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     default_store = _place_store_proxy(spec, rank, world)
-    hooks = RankHooks()
-    if spec.lags:
+    hooks = RankHooks(before_fault=lambda step: _meet_before_fault(device, step))
+    if spec.lags:  # a launch with a lag has no other fault (scenario_rules)
         hooks = _lag_hooks(spec, rank, device)
     elif spec.sync == "lockstep":
-        hooks = RankHooks(before_checkpoint=lambda index: _meet(device, index))
+        hooks = replace(hooks, before_checkpoint=lambda index: _meet(device, index))
     code = run_rank(spec, rank, world, default_store=default_store, device=device, hooks=hooks)
     if spec.store_proxy_ports:
         _record_collective(spec, rank, world, "after_run")
@@ -131,6 +131,7 @@ def _record_collective(spec: WorkloadSpec, rank: int, world: int, label: str) ->
 
 
 MEETING_LOST = "a peer left the group before the checkpoint meeting"
+FAULT_MEETING_LOST = "a peer left the group before the meeting of a faulted step"
 """What a lockstep rank says when a peer died before meeting it: it never entered Zephon's
 checkpoint, so the fault oracle takes this as the cause (``oracles.faults.CAUSES``)."""
 
@@ -149,6 +150,21 @@ def _meet(device: Any, index: int) -> None:
         dist.all_reduce(torch.ones(1, device=device))
     except Exception as exc:  # gloo's closed connection, as torchrun tears the group down
         raise RuntimeError(f"{MEETING_LOST} of checkpoint {index}: {exc}") from exc
+
+
+def _meet_before_fault(device: Any, step: int) -> None:
+    """Every rank meets at a step where some rank's fault fires, before it fires: a rank of a
+    synchronous trainer crashes in a step every rank entered, so the checkpoints scheduled
+    before it were persisted and recorded (rank 0 persists, then walks on). Without it the
+    fault raced rank 0's persisting: torchrun ended rank 0 mid-write and the oracle saw a
+    checkpoint due before the fault lost, the agent's doing, not Zephon's."""
+    import torch
+    import torch.distributed as dist
+
+    try:
+        dist.all_reduce(torch.ones(1, device=device))
+    except Exception as exc:
+        raise RuntimeError(f"{FAULT_MEETING_LOST} {step}: {exc}") from exc
 
 
 def _lag_hooks(spec: WorkloadSpec, rank: int, device: Any) -> RankHooks:
@@ -213,7 +229,8 @@ class RankHooks:
     records the warnings one checkpoint call emits; ``fire`` applies a scheduled fault;
     ``agree(ok)`` tells whether every rank's checkpoint attempt succeeded (lockstep retry,
     skip); ``call_ended(index)`` runs once the first ``checkpoint()`` call of a checkpoint has
-    returned or raised (before any agreement: a lagging peer may wait for it).
+    returned or raised (before any agreement: a lagging peer may wait for it);
+    ``before_fault(step)`` runs on every rank at a step where some rank's fault fires, first.
     """
 
     on_step: Callable[[int, int], None] = lambda n, taken: None
@@ -222,6 +239,7 @@ class RankHooks:
     fire: Callable[[RankFault, int, RecordWriter], None] = _fire
     agree: Callable[[bool], bool] = _agree
     call_ended: Callable[[int], None] = lambda index: None
+    before_fault: Callable[[int], None] = lambda step: None
 
 
 @contextlib.contextmanager
@@ -299,11 +317,9 @@ def run_rank(
     per_step = max(1, len(lanes))
     marks = checkpoint_marks(spec, per_step)
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
-    faults = {
-        f.at_step * per_step: f
-        for f in spec.faults
-        if f.rank == rank and f.restart in (None, restart) and not f.at_round
-    }
+    firing = [f for f in spec.faults if f.restart in (None, restart) and not f.at_round]
+    faults = {f.at_step * per_step: f for f in firing if f.rank == rank}
+    faulted_steps = {f.at_step * per_step for f in firing}
     it = iter(pipe)
     total = spec.steps * per_step
     taken = 0
@@ -319,6 +335,8 @@ def run_rank(
     try:
         for n in range(total + 1):
             hooks.on_step(n, taken)
+            if n in faulted_steps:
+                hooks.before_fault(n // per_step)
             if n in faults:
                 hooks.fire(faults[n], rank, out)
             while marks and marks[0] == n:

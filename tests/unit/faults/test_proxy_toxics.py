@@ -101,6 +101,26 @@ def test_latency_adds_at_least_its_delay_per_direction(
         assert expected <= round_trip(conn, b"ping") < expected + SLACK_S
 
 
+def test_latency_records_when_it_held_data_back(
+    toxiproxy: ToxiproxyClient, proxy: ProxyInfo, connect: Callable[[], socket.socket]
+) -> None:
+    toxiproxy.add_toxic(proxy.name, "latency", attributes={"latency": 100})
+    conn = connect()
+    began = time.monotonic()
+    for _ in range(3):
+        round_trip(conn, b"ping")
+    ended = time.monotonic()
+    evidence = stats(toxiproxy, proxy.name)
+    if evidence is None:
+        pytest.skip("a real toxiproxy-server keeps no counters")
+    held = evidence.toxics["latency_downstream"].held
+    # Three replies, each held 100 ms, inside the round trips (the ranks' monotonic clock);
+    # delays a request's turn-around apart (under a millisecond) merge into one interval.
+    assert 1 <= len(held) <= 3, held
+    assert all(began <= a < b <= ended for a, b in held), (began, held, ended)
+    assert sum(b - a for a, b in held) == pytest.approx(0.3, abs=0.05)
+
+
 def test_jitter_stays_within_bounds_and_keeps_order(
     toxiproxy: ToxiproxyClient, proxy: ProxyInfo, connect: Callable[[], socket.socket]
 ) -> None:

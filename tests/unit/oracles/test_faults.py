@@ -120,6 +120,29 @@ def test_time_a_rank_spent_stopped_is_excused() -> None:
     assert judge(records, excused_s={1: slow - 0.5}).outcome == oracle.FAILED
 
 
+def test_time_a_link_held_data_back_within_the_attempt_is_excused() -> None:
+    slow = oracle.failure_bound_s(T) + 3
+    late = [attempt(0, False, seconds=slow)]  # from 10.0 to 10.0 + slow
+    records = [
+        rank(0, failed("Timed out", slow), events=late),
+        rank(1, failed("failed on leader", 1.0)),
+    ]
+    assert judge(records).outcome == oracle.FINDING
+    # Delays inside the attempt are the network's; one before it, or a stall, excuses nothing.
+    inside = [(10.5, 12.0), (12.0, 14.0), (13.5, 15.0)]  # 4.5 s covered (two overlap)
+    verdict = judge(records, held={0: inside})
+    assert verdict.outcome == oracle.FAILED, verdict.describe()
+    assert verdict.durations[0] == pytest.approx(slow - 4.5)
+    assert "held its data back 4.5s" in verdict.describe()
+    outside = [(0.0, 9.9), (10.0 + slow, 40.0)]
+    assert judge(records, held={0: outside}).outcome == oracle.FINDING
+
+
+def test_overlap_counts_each_covered_second_once() -> None:
+    assert oracle.overlap_s([(0, 2), (1, 3), (5, 6)], 0.5, 5.5) == pytest.approx(3.0)
+    assert oracle.overlap_s([], 0, 1) == 0.0
+
+
 def test_some_ranks_returning_while_others_fail_is_a_split() -> None:
     records = [rank(0, failed("Timed out ... acknowledgements")), rank(1, ok())]
     verdict = judge(records)

@@ -81,6 +81,26 @@ def test_a_slow_propagation_is_a_problem_with_its_numbers() -> None:
     assert problem.bound_s == PROPAGATION
 
 
+def test_time_a_store_link_held_data_back_is_the_networks_not_zephons() -> None:
+    """Rank 0 fails at 10.5 s; rank 1 ends 7 s later (bound 5 s), but 3 s of that its link, or
+    the leader's that carries the notice, held data back; a 12 s attempt (bound 9 s) held 7 s."""
+    records = [
+        rank(0, ckpt(1, 10.0, 10.5, ok=False)),
+        rank(1, ckpt(1, 10.0, 17.5, ok=False)),
+        rank(2, ckpt(1, 10.0, 22.0, ok=False)),
+    ]
+    assert {p.kind for p in judge(records).problems} == {
+        LivenessKind.SLOW_PROPAGATION,
+        LivenessKind.UNBOUNDED_WAIT,
+    }
+    held = {0: [(11.0, 12.0)], 1: [(12.0, 14.0), (8.0, 10.4)], 2: [(11.0, 12.0), (13.0, 19.0)]}
+    verdict = judge(records, held=held)
+    assert verdict.ok, verdict.lines()
+    assert verdict.propagations[0].lags == {1: pytest.approx(7.0), 2: pytest.approx(11.5)}
+    # Held time outside the lag excuses nothing.
+    assert not judge(records, held={1: [(0.0, 10.4)], 2: [(30.0, 40.0)]}).ok
+
+
 def test_a_failure_that_reaches_every_rank_in_time_passes() -> None:
     """A follower fails first; the leader's budget runs out T later: within T + 3 s."""
     records = [

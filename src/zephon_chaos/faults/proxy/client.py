@@ -96,6 +96,18 @@ class ToxicActivity:
     bypassed: int
     chunks: int
     closes: int
+    held: tuple[tuple[float, float], ...] = ()
+    """When the toxic delayed data: intervals of this machine's monotonic clock."""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToxicActivity:
+        return cls(
+            applied=data["applied"],
+            bypassed=data["bypassed"],
+            chunks=data["chunks"],
+            closes=data["closes"],
+            held=tuple((float(a), float(b)) for a, b in data.get("held") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -127,7 +139,7 @@ class ProxyStats:
             resets_sent=data["resets_sent"],
             upstream=DirectionCounters(**data["upstream"]),
             downstream=DirectionCounters(**data["downstream"]),
-            toxics={k: ToxicActivity(**v) for k, v in data["toxics"].items()},
+            toxics={k: ToxicActivity.from_json(v) for k, v in data["toxics"].items()},
         )
 
     def direction(self, stream: str) -> DirectionCounters:
