@@ -360,7 +360,7 @@ def _store_faults(draw: st.DrawFn, world: int, tier: Tier) -> tuple[tuple[ProxyF
 AIM_CHOICES = ("free", "aimed")
 AIM_ODDS = (1, 1)
 """With aims, free and aimed scenarios (``zephon_chaos.aims``); the explorer aims whole
-rounds (``explore.search.AIMED_ODDS``) and shares its time between them and plain ones."""
+rounds (``explore.config.AIMED_ODDS``) and shares its time between them and plain ones."""
 MORE_AIM_ODDS = (1, 3)
 """Each other launch of an aimed scenario: aimed as well, three times in four (more cells a
 scenario: its reference run and start are paid once)."""

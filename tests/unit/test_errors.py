@@ -22,7 +22,7 @@ OUTSIDE_THE_TREE: dict[str, str] = {
     "zephon_chaos.inproc.launcher.GroupStopped": "ends a rank thread; never leaves the launcher",
     "zephon_chaos.inproc.launcher.GroupTornDown": "asynchronous BaseException that ends a thread",
     # Hypothesis must not treat it as a failure to shrink; a BaseException on purpose.
-    "zephon_chaos.explore.search._EndShrinking": "ends Hypothesis's shrinking of a round",
+    "zephon_chaos.explore.judged.EndShrinking": "ends Hypothesis's shrinking of a round",
     # A SIGTERM taking Ctrl-C's path: a KeyboardInterrupt, so every clean-up that stops a
     # run on Ctrl-C runs for it too; an `except ChaosError` must not catch it.
     "zephon_chaos.hygiene.command.Terminated": "SIGTERM ends a command as Ctrl-C does",

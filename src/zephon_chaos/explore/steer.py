@@ -2,7 +2,7 @@
 
 One :class:`RoundSteering` per round of the search's Hypothesis property. Its ``aims()``
 name the fault cells no tier reached yet (``space.aims``); an aimed round (the explorer gives
-them a share of its time, ``explore.search.AIM_SHARE``) lands most of its scenarios in one of
+them a share of its time, ``explore.config.AIM_SHARE``) lands most of its scenarios in one of
 them (``zephon_chaos.aims``), which is what empties the four-way fault cells: hill climbing
 alone reached a third of them in 15 minutes. Entering it
 declares the tier's cell space (once) and arms the measuring of Zephon's code (in-process

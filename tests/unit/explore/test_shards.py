@@ -30,8 +30,9 @@ from zephon_chaos.explore.database import (
     shown,
 )
 from zephon_chaos.explore.findings import Finding, FindingLabel
+from zephon_chaos.explore.judged import EndShrinking, ShrinkStop
 from zephon_chaos.explore.merge import MergeError, merge, read_reports, write_merged
-from zephon_chaos.explore.search import ExploreConfig, Explorer, ShrinkStop, _EndShrinking
+from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.shard import Shard, round_seed
 from zephon_chaos.explore.summary_json import (
     CellFacts,
@@ -224,13 +225,13 @@ def test_a_shrink_candidate_ended_unrun_is_not_saved(guarded: bool) -> None:
         if failing and x != failing[0]:
             if guarded:
                 db.keep, db.save_ok = True, False
-            raise _EndShrinking(ShrinkStop.BOUND)
+            raise EndShrinking(ShrinkStop.BOUND)
         if x > 1000:
             failing.append(x)
             raise AssertionError(x)
 
     prop._hypothesis_internal_database_key = b"k"  # type: ignore[attr-defined]
-    with pytest.raises(_EndShrinking):
+    with pytest.raises(EndShrinking):
         prop()
     saved = {choices_from_bytes(b) for b in db.fetch(b"k")}
     assert ((failing[0],) in saved) and (saved == {(failing[0],)}) is guarded, saved

@@ -101,13 +101,8 @@ class ToxicActivity:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToxicActivity:
-        return cls(
-            applied=data["applied"],
-            bypassed=data["bypassed"],
-            chunks=data["chunks"],
-            closes=data["closes"],
-            held=tuple((float(a), float(b)) for a, b in data.get("held") or ()),
-        )
+        held = tuple((float(a), float(b)) for a, b in data.get("held") or ())
+        return cls(**{**data, "held": held})
 
 
 @dataclass(frozen=True)
