@@ -86,7 +86,8 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
     changes the pipeline only, and keeps the first ``SETTING_LAUNCHES`` launches."""
     p = scenario.pipeline
     if aim.kind is AimKind.SETTING:
-        setting = replace(p, mtp_mode=True) if aim.action == "mtp" else replace(p, runner="process")
+        mtp = aim.action == SETTINGS[0]
+        setting = replace(p, mtp_mode=True) if mtp else replace(p, runner="process")
         return scenario.with_(pipeline=setting, phases=scenario.phases[:SETTING_LAUNCHES])
     pipeline = replace(
         p,

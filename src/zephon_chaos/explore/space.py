@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 
-from zephon_chaos.aims import Aim, AimKind
+from zephon_chaos.aims import SETTINGS, Aim, AimKind
 from zephon_chaos.faults.dir_interposer import absent_on_dir
 from zephon_chaos.faults.round_faults import RoundFaultLaunch
 from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
@@ -594,9 +594,9 @@ def aim_at(c: Cell) -> Aim | None:
     if c.dim is Dim.RESTARTS and v[0] != str(RESTART_CHOICES[0]):
         return Aim(AimKind.RESTART, RESTART_ACTIONS[1], AT_STEP)
     if c.dim is Dim.MTP and v[0] == MTP_CHOICES[1]:
-        return Aim(AimKind.SETTING, "mtp")
-    if c.dim is Dim.RUNNER and v[0] == "process":
-        return Aim(AimKind.SETTING, "process")
+        return Aim(AimKind.SETTING, SETTINGS[0])
+    if c.dim is Dim.RUNNER and v[0] == RUNNER_CHOICES[2]:
+        return Aim(AimKind.SETTING, SETTINGS[1])
     return None
 
 

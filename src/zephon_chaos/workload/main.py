@@ -131,9 +131,11 @@ def _record_collective(spec: WorkloadSpec, rank: int, world: int, label: str) ->
 
 
 MEETING_LOST = "a peer left the group before the checkpoint meeting"
-FAULT_MEETING_LOST = "a peer left the group before the meeting of a faulted step"
 """What a lockstep rank says when a peer died before meeting it: it never entered Zephon's
 checkpoint, so the fault oracle takes this as the cause (``oracles.faults.CAUSES``)."""
+FAULT_MEETING_LOST = "a peer left the group before the meeting of a faulted step"
+"""What a rank says when a peer died before the meeting at a faulted step: the launch failed
+before its fault fired, which the crash oracle reports as such."""
 
 
 def _meet(device: Any, index: int) -> None:
