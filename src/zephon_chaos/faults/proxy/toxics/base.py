@@ -78,15 +78,16 @@ class ToxicCounters:
     held: list[list[float]] = field(default_factory=list)
 
     def delayed(self, start: float, end: float) -> None:
-        """Count ``[start, end]`` as time this toxic held data back."""
+        """Count ``[start, end]`` as time this toxic held data back. Delays end in the order
+        they end, and those of two connections may overlap: one that touches the last kept
+        interval widens it either way; past the cap, the last one stretches over it (more
+        excused, never less)."""
         if end <= start:
             return
         last = self.held[-1] if self.held else None
-        if last is not None and start <= last[1] + HELD_GAP_S:
-            last[1] = max(last[1], end)
-        elif len(self.held) >= MAX_HELD_INTERVALS:
-            # Past the cap the last interval stretches: more excused, never less.
-            self.held[-1][1] = max(self.held[-1][1], end)
+        touches = last is not None and start <= last[1] + HELD_GAP_S and end >= last[0] - HELD_GAP_S
+        if last is not None and (touches or len(self.held) >= MAX_HELD_INTERVALS):
+            last[0], last[1] = min(last[0], start), max(last[1], end)
         else:
             self.held.append([start, end])
 
