@@ -157,7 +157,7 @@ class ProxyFaultSession:
             index=index,
             canonical_replicas=run.spec.pipeline.canonical_replicas,
             timeout_s=run.spec.pipeline.aggregate_timeout_s,
-            held=getattr(run, "held", None) or self.held(launch),
+            held=run.held,  # read by the runner before the proxies close
         )
         launch.verdict.evidence[:0] = launch.evidence
         problems += [f"phase {run.index}: {p}" for p in launch.verdict.problems]

@@ -138,6 +138,18 @@ FAULT_MEETING_LOST = "a peer left the group before the meeting of a faulted step
 before its fault fired, which the crash oracle reports as such."""
 
 
+def _all_meet(device: Any, lost: str) -> None:
+    """Every rank of the group meets in an all-reduce; a peer gone raises ``lost``, with the
+    collective's own error (gloo's closed connection, as torchrun tears the group down)."""
+    import torch
+    import torch.distributed as dist
+
+    try:
+        dist.all_reduce(torch.ones(1, device=device))
+    except Exception as exc:
+        raise RuntimeError(f"{lost}: {exc}") from exc
+
+
 def _meet(device: Any, index: int) -> None:
     """Lockstep ranks meet before a checkpoint, as a trainer's gradient all-reduce makes them.
 
@@ -145,13 +157,7 @@ def _meet(device: Any, index: int) -> None:
     leader (a worker process or MTP child still starting, a loaded machine), and the round
     fails by Zephon's documented timeout, which is no defect (tests/zephon/repro/).
     """
-    import torch
-    import torch.distributed as dist
-
-    try:
-        dist.all_reduce(torch.ones(1, device=device))
-    except Exception as exc:  # gloo's closed connection, as torchrun tears the group down
-        raise RuntimeError(f"{MEETING_LOST} of checkpoint {index}: {exc}") from exc
+    _all_meet(device, f"{MEETING_LOST} of checkpoint {index}")
 
 
 def _meet_before_fault(device: Any, step: int) -> None:
@@ -160,13 +166,7 @@ def _meet_before_fault(device: Any, step: int) -> None:
     before it were persisted and recorded (rank 0 persists, then walks on). Without it the
     fault raced rank 0's persisting: torchrun ended rank 0 mid-write and the oracle saw a
     checkpoint due before the fault lost, the agent's doing, not Zephon's."""
-    import torch
-    import torch.distributed as dist
-
-    try:
-        dist.all_reduce(torch.ones(1, device=device))
-    except Exception as exc:
-        raise RuntimeError(f"{FAULT_MEETING_LOST} {step}: {exc}") from exc
+    _all_meet(device, f"{FAULT_MEETING_LOST} {step}")
 
 
 def _lag_hooks(spec: WorkloadSpec, rank: int, device: Any) -> RankHooks:
