@@ -327,8 +327,9 @@ class InprocLauncher:
                     group.torn_down_at = group.torn_down_at or time.monotonic()
                     group.stop_reason = f"the launch passed its {spec.deadline_s:.0f}s deadline"
                     group.failed.set()
-                    self._release(host)
-                    host = None
+                    if host is not None:
+                        self.pool.hang_up(host)
+                        host = None
                     _kill_new_children(children_before)
                     for t in threads:
                         t.join(self.join_grace_s)
@@ -369,16 +370,11 @@ class InprocLauncher:
                         if cut_links is not None:
                             cut_links()
                     if not released and host is not None:
-                        self._release(host)
+                        self.pool.hang_up(host)
                         released = True
                     if host is None:  # a launch-owned store is released above instead
                         _tear_down(threads, group)
         return False
-
-    @staticmethod
-    def _release(host: Any) -> None:
-        with contextlib.suppress(Exception):
-            host.close()
 
     @staticmethod
     def _refuse(spec: LaunchSpec) -> None:

@@ -45,6 +45,19 @@ class StorePool:
         self._close_collected()
         return _QuietHost()
 
+    def hang_up(self, host: StoreHost) -> None:
+        """Stop ``host``'s server, which ends every call blocked on it, and serve its port
+        again from an empty store, retired at once: a rank that connects only now (c10d
+        retries a refused connect until the rank's own timeout) finds a store and walks on to
+        its next step, where its group's teardown stops it."""
+        with contextlib.suppress(Exception):
+            host.close()
+        try:
+            successor = _QuietHost(port=host.port)
+        except OSError:  # the old server still holds the port: its blocked calls stay blocked
+            return
+        self.retire(successor)
+
     def retire(self, host: StoreHost) -> None:
         """Keep ``host`` serving until a full collection has run since now."""
         with self._lock:

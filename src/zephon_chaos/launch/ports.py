@@ -38,12 +38,17 @@ class HeldSocket:
         self.sock.close()
 
 
-def hold_loopback_listener(backlog: int = 128) -> HeldSocket:
-    """Bind 127.0.0.1:0 and listen; the kernel picks a free port and we never let go of it."""
+def hold_loopback_listener(backlog: int = 128, port: int = 0) -> HeldSocket:
+    """Bind 127.0.0.1:``port`` and listen; with port 0 the kernel picks a free port, and we
+    never let go of it. A given port raises ``OSError`` if something else holds it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((LOOPBACK, 0))
-    sock.listen(backlog)
+    try:
+        sock.bind((LOOPBACK, port))
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
     return HeldSocket(sock)
 
 

@@ -16,10 +16,12 @@ from zephon_chaos.launch.ports import LOOPBACK, hold_loopback_listener
 class StoreHost:
     """A TCPStore server on 127.0.0.1; ``close`` stops it and frees the port."""
 
-    def __init__(self, timeout_s: float = 60.0) -> None:
+    def __init__(self, timeout_s: float = 60.0, port: int = 0) -> None:
+        """``port``: 0 for a free one the kernel picks; a given one raises ``OSError`` if it is
+        held (a store that took over the port of one just closed)."""
         import torch.distributed as dist
 
-        held = hold_loopback_listener()
+        held = hold_loopback_listener(port=port)
         self.host = LOOPBACK
         self.port = held.port
         fd = held.sock.detach()
