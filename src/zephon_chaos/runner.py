@@ -28,6 +28,7 @@ from zephon_chaos.oracles.global_batches import (
     compare,
     lane_streams,
 )
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
 from zephon_chaos.workload.records import RankRecord, read_phase
@@ -103,7 +104,7 @@ class ScenarioOutcome:
     reference: PhaseRun | None
     phases: list[PhaseRun] = field(default_factory=list)
     verdict: Verdict | None = None
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     scenario_file: Path | None = None
     resumes: list[ResumeFact] = field(default_factory=list)
     """Every launch that restored a checkpoint: from which world size, mid-window or not."""
@@ -315,9 +316,7 @@ class ScenarioRunner:
                     out, spec = restarted_attempt(scenario, i, spec, result, track, outcome)
                     phase = replace(phase, rank_faults=())
                 records = track.cumulative(read_phase(out, phase.world_size))
-                outcome.problems += [
-                    f"phase {i}: {p}" for p in dp_oracle.problems(records, phase.tp)
-                ]
+                outcome.problems += [p.in_phase(i) for p in dp_oracle.problems(records, phase.tp)]
                 c = scenario.canonical_replicas(i)
                 cps = ckpt_oracle.check(records, c, failures_judged=phase.retry == "skip")
                 run = PhaseRun(i, phase, spec, result, records, cps)
@@ -326,9 +325,9 @@ class ScenarioRunner:
                     run.held = proxy_faults.held(faulted)
                 outcome.phases.append(run)
                 run.liveness = liveness_oracle.judge_run(run)
-                outcome.problems += run.liveness.lines()
+                outcome.problems += run.liveness.found()
                 run.policy = policy_oracle.judge_run(run)
-                outcome.problems += run.policy.lines()
+                outcome.problems += run.policy.found()
                 if phase.expect_failure or phase.dp > c:
                     # Refused: the next phase restores what this one was given.
                     problems, undescribed = expected_failure_problems(i, phase, result)
@@ -380,18 +379,25 @@ class ScenarioRunner:
                 if result.ok and skipped_all and i < len(scenario.phases) - 1:
                     # Every checkpoint failed and was skipped: the next launch restores what
                     # this one restored, as after a launch its fault failed.
-                    outcome.problems += [f"phase {i}: {p}" for p in cps.problems]
+                    outcome.problems += [p.in_phase(i) for p in cps.problems]
                     continue
                 if not result.ok:
-                    outcome.problems.append(f"phase {i} failed: {result.summary()}")
+                    outcome.problems.append(failed_launch(Area.LAUNCH, result, i))
                     return outcome
-                outcome.problems += [f"phase {i}: {p}" for p in cps.problems]
+                outcome.problems += [p.in_phase(i) for p in cps.problems]
                 if i == len(scenario.phases) - 1:
                     track.keep_all(run, range(c), reference)
                     break
                 index = run.restore_index
                 if index is None:
-                    outcome.problems.append(f"phase {i} completed no checkpoint to restore from")
+                    outcome.problems.append(
+                        Problem(
+                            Area.CHECKPOINT,
+                            Kind.NONE,
+                            f"phase {i} completed no checkpoint to restore from",
+                            phase=i,
+                        )
+                    )
                     return outcome
                 track.keep(run, index)
         finally:
@@ -440,7 +446,7 @@ class ScenarioRunner:
             -1, ref.phases[0], spec, result, records, ckpt_oracle.CheckpointVerdict(ok=True)
         )
         if not result.ok:
-            outcome.problems.append(f"the reference run failed: {result.summary()}")
+            outcome.problems.append(failed_launch(Area.REFERENCE, result))
             return None
         self.reference_cache[key] = records
         return records
@@ -464,15 +470,34 @@ def stall_deadline_s(faults: Any, spec: WorkloadSpec) -> float | None:
     return deadline_of(faults, spec.pipeline.aggregate_timeout_s)
 
 
+def failed_launch(area: Area, result: GroupResult, phase: int | None = None) -> Problem:
+    """A launch (``area``: a scenario's, or the reference run) that failed and should not
+    have; its kind is ``timeout``, the first failure's error type, or ``failed``."""
+    first = result.first_failure
+    kind: str = Kind.TIMEOUT if result.timed_out else Kind.FAILED
+    if not result.timed_out and first is not None and first.error_type:
+        kind = first.error_type
+    what = "the reference run" if phase is None else f"phase {phase}"
+    return Problem(
+        area,
+        kind,
+        f"{what} failed: {result.summary()}",
+        phase=phase,
+        rank=None if first is None else first.rank,
+    )
+
+
 def expected_failure_problems(
     index: int, phase: Phase, result: GroupResult
-) -> tuple[list[str], list[HarnessProblem]]:
+) -> tuple[list[Problem], list[HarnessProblem]]:
     """A phase meant to be refused must fail, and with the error it names: (problems of the
     code under test, failures the harness could not describe, which judge nothing)."""
     if result.ok:
-        return [f"phase {index} was expected to fail but succeeded"], []
+        text = f"phase {index} was expected to fail but succeeded"
+        return [Problem(Area.REFUSAL, Kind.ACCEPTED, text, phase=index)], []
     if result.timed_out:
-        return [f"phase {index} was expected to fail with an error but hung until its deadline"], []
+        text = f"phase {index} was expected to fail with an error but hung until its deadline"
+        return [Problem(Area.REFUSAL, Kind.HANG, text, phase=index)], []
     if not phase.expect_error:
         return [], []
     undescribed = undescribed_failure(index, result)
@@ -481,10 +506,11 @@ def expected_failure_problems(
     first = result.first_failure
     assert first is not None  # undescribed_failure names a launch without one
     if phase.expect_error not in (first.error or ""):
-        return [
+        text = (
             f"phase {index} failed, but not with {phase.expect_error!r}: "
             f"first failure: rank {first.rank}: {first.error or first.status}"
-        ], []
+        )
+        return [Problem(Area.REFUSAL, Kind.WRONG_ERROR, text, phase=index, rank=first.rank)], []
     return [], []
 
 
@@ -544,40 +570,47 @@ class _Resume:
                 self.expected[lane] = self.expected.get(lane, 0) + run.phase.steps
 
 
-def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) -> list[str]:
+def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) -> list[Problem]:
     """A phase with rank faults must end by its fault, after the checkpoints due before it."""
     i, result = run.index, run.result
     fired = [ev for rec in run.records for ev in rec.events if ev.get("kind") == "fault"]
+
+    def crash(kind: Kind, text: str, checkpoint: int | None = None) -> Problem:
+        return Problem(Area.CRASH, kind, text, phase=i, checkpoint=checkpoint)
+
     if result.ok:
         return [
-            f"phase {i} was to end by its scheduled rank fault(s) "
-            f"{list(run.phase.rank_faults)}, but the launch succeeded"
+            crash(
+                Kind.NO_END,
+                f"phase {i} was to end by its scheduled rank fault(s) "
+                f"{list(run.phase.rank_faults)}, but the launch succeeded",
+            )
         ]
     if not fired:
-        return [f"phase {i} failed before its scheduled fault fired: {result.summary()}"]
+        text = f"phase {i} failed before its scheduled fault fired: {result.summary()}"
+        return [crash(Kind.EARLY_FAILURE, text)]
     if index is None:
         return []
     facts = {f.index: f for f in run.checkpoints.facts}
     problems = []
     for j in range(index + 1):
         f = facts.get(j)
+        where = f"phase {i}: checkpoint {j}, "
         if f is None or f.failed or 0 not in f.ok_ranks:
-            problems.append(f"phase {i}: checkpoint {j}, due before the fault, did not complete")
+            text = f"{where}due before the fault, did not complete"
+            problems.append(crash(Kind.LOST_CHECKPOINT, text, j))
         elif j < index and len(f.ok_ranks) != len(run.records):
-            problems.append(
-                f"phase {i}: checkpoint {j}, before the fault, lacks some rank's record"
-            )
+            text = f"{where}before the fault, lacks some rank's record"
+            problems.append(crash(Kind.CHECKPOINT, text, j))
         elif len(set(f.digests.values())) > 1:
-            problems.append(
-                f"phase {i}: checkpoint {j}, before the fault, differs between ranks: {f.digests}"
-            )
+            text = f"{where}before the fault, differs between ranks: {f.digests}"
+            problems.append(crash(Kind.CHECKPOINT, text, j))
         elif any(c != list(range(canonical_replicas)) for c in f.covered.values()):
-            problems.append(
-                f"phase {i}: checkpoint {j}, before the fault, does not cover all lanes: "
-                f"{f.covered}"
-            )
+            text = f"{where}before the fault, does not cover all lanes: {f.covered}"
+            problems.append(crash(Kind.CHECKPOINT, text, j))
     if not problems and not Path(run.spec.checkpoint_path(index)).exists():  # dcp: a folder
-        problems.append(f"phase {i}: rank 0 persisted no checkpoint {index} before the fault")
+        text = f"phase {i}: rank 0 persisted no checkpoint {index} before the fault"
+        problems.append(crash(Kind.LOST_CHECKPOINT, text, index))
     return problems
 
 
@@ -603,15 +636,19 @@ def restarted_attempt(
     records = track.cumulative(read_phase(out, phase.world_size))
     run0 = PhaseRun(i, phase, spec, result, records, ckpt_oracle.check(records, c))
     where = f"phase {i}"
+
+    def restart(kind: Kind, text: str, checkpoint: int | None = None) -> None:
+        outcome.problems.append(Problem(Area.RESTART, kind, text, phase=i, checkpoint=checkpoint))
+
     if not any(ev.get("kind") == "fault" for rec in records for ev in rec.events):
-        outcome.problems.append(f"{where}: attempt 0's rank fault never fired")
+        restart(Kind.FAULT_NEVER_FIRED, f"{where}: attempt 0's rank fault never fired")
     attempts = sorted(
         int(p.name.removeprefix("restart"))
         for p in out.glob("restart*")
         if p.name.removeprefix("restart").isdigit()
     )
     if not attempts:
-        outcome.problems.append(f"{where}: torchrun restarted no worker: {result.summary()}")
+        restart(Kind.NO_RESTART, f"{where}: torchrun restarted no worker: {result.summary()}")
         return out, spec
     kept = scenario.restart_kept(i)
     marks = sorted({(cp.step, cp.extra) for cp in phase.checkpoints})
@@ -622,8 +659,10 @@ def restarted_attempt(
         for j in range(index + 1):
             f = facts.get(j)
             if f is None or f.failed or 0 not in f.ok_ranks:
-                outcome.problems.append(
-                    f"{where}: checkpoint {j} of attempt 0, due before the fault, did not complete"
+                restart(
+                    Kind.LOST_CHECKPOINT,
+                    f"{where}: checkpoint {j} of attempt 0, due before the fault, did not complete",
+                    j,
                 )
                 return out, spec
         track.resumed(i, phase.world_size)
@@ -633,7 +672,8 @@ def restarted_attempt(
     later = replace(spec, out_dir=str(attempt_dir(out, last)), restore_from=expected_restore)
     restored = restored_from(attempt_dir(out, last), phase.world_size)
     if restored != {expected_restore}:
-        outcome.problems.append(
+        restart(
+            Kind.WRONG_RESTORE,
             f"{where}: attempt {last} restored {sorted(map(str, restored))}, not the latest "
             f"checkpoint attempt 0 persisted ({expected_restore})"
         )

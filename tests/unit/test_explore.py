@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -18,8 +19,15 @@ from zephon_chaos.explore.budget import parse_duration
 from zephon_chaos.explore.findings import Finding
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
+from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.oracles.global_batches import Verdict
-from zephon_chaos.runner import ResumeFact, ScenarioOutcome
+from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.runner import (
+    ResumeFact,
+    ScenarioOutcome,
+    expected_failure_problems,
+    failed_launch,
+)
 from zephon_chaos.scenario import SCENARIO_VERSION, Phase, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
 
@@ -40,13 +48,25 @@ def planted(plant: str | None = PLANT) -> Scenario:
 
 
 def outcome(
-    problems: list[str], verdict: Verdict | None = None, resumes: list[ResumeFact] | None = None
+    problems: list[Problem], verdict: Verdict | None = None, resumes: list[ResumeFact] | None = None
 ) -> ScenarioOutcome:
     return ScenarioOutcome(
         planted(None), None, problems=problems, verdict=verdict, resumes=resumes or []
     )
 
 
+def failed(error: str | None, timed_out: bool = False) -> GroupResult:
+    """A launch that failed with ``error`` on rank 1, or passed its deadline."""
+    first = RankOutcome(1, 1, 0, None, 1, error=error)
+    return GroupResult("g", [1], [first], timed_out, 1.0, Path("."), [], first_failure=first)
+
+
+def batches(contract: str, kind: Kind) -> Verdict:
+    area = Area.BATCHES_IDENTICAL if contract.startswith("identical") else Area.BATCHES_MID_WINDOW
+    return Verdict(False, contract, [Problem(area, kind, str(kind))])
+
+
+SUCCEEDED = replace(failed(None), agent_returncodes=[0])
 MID_RESIZE = [ResumeFact(1, 1, 2, True)]
 SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
 
@@ -56,40 +76,67 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
     [
         (outcome([]), None),
         (
-            outcome(
-                [], Verdict(False, "mid-window contract", ["x"], missing=[(0, 0, 1)]), MID_RESIZE
-            ),
+            outcome([], batches("mid-window contract", Kind.MISSING), MID_RESIZE),
             "batches-mid-window.missing.resized.mid-window",
         ),
         (
             outcome(
-                [], Verdict(False, "identical global batches", ["first divergence"]), SAME_BOUNDARY
+                [],
+                Verdict(
+                    False,
+                    "mid-window contract",
+                    [Problem(Area.BATCHES_MID_WINDOW, Kind.WINDOW, "window 0")],
+                    missing=[(0, 0, 1)],
+                ),
+                MID_RESIZE,
             ),
+            "batches-mid-window.missing.resized.mid-window",
+        ),
+        (
+            outcome([], batches("identical global batches", Kind.DIVERGENT), SAME_BOUNDARY),
             "batches-identical.divergent.same-size.boundary",
         ),
         (
-            outcome(["phase 1: checkpoint 0 differs between ranks: {}"], None, SAME_BOUNDARY),
+            outcome(
+                [Problem(Area.CHECKPOINT, Kind.DIFFERS, "differs", checkpoint=0).in_phase(1)],
+                None,
+                SAME_BOUNDARY,
+            ),
             "checkpoint.differs.same-size.boundary",
         ),
         (
-            outcome(["phase 1 was expected to fail but succeeded"]),
+            outcome(expected_failure_problems(1, Phase(3, 1), SUCCEEDED)[0]),
             "refusal.accepted.no-resume.no-resume",
         ),
         (
-            outcome(["phase 0 failed: group 'g': failed\nfirst failure: rank 1: KeyError: 'x'"]),
+            outcome([failed_launch(Area.LAUNCH, failed("KeyError: 'x'"), 0)]),
             "launch.KeyError.no-resume.no-resume",
+        ),
+        (
+            outcome([failed_launch(Area.LAUNCH, failed("torch.distributed.DistError: x"), 0)]),
+            "launch.DistError.no-resume.no-resume",
         ),
         (
             # A launch failure outranks the batch comparison it makes meaningless.
             outcome(
-                ["phase 1 failed: group 'g': passed its deadline"],
-                Verdict(False, "identical global batches", ["x"], duplicated=[(0, 0, 1)]),
+                [failed_launch(Area.LAUNCH, failed(None, timed_out=True), 1)],
+                batches("identical global batches", Kind.DUPLICATED),
                 MID_RESIZE,
             ),
             "launch.timeout.resized.mid-window",
         ),
     ],
-    ids=["ok", "missing", "divergent", "checkpoint", "refusal", "launch", "precedence"],
+    ids=[
+        "ok",
+        "missing",
+        "missing-first",
+        "divergent",
+        "checkpoint",
+        "refusal",
+        "launch",
+        "dotted-error-type",
+        "precedence",
+    ],
 )
 def test_signature(case: ScenarioOutcome, expected: str | None) -> None:
     assert signature(case) == expected

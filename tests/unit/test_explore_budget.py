@@ -21,6 +21,7 @@ from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.summary_json import SummaryError, read_summary_json
 from zephon_chaos.inproc import inproc_runner
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import scenarios
@@ -63,8 +64,7 @@ def test_a_share_outside_its_range_is_refused_naming_it() -> None:
 
 # ---- a search whose scenarios fail often: fakes that judge without launching ------------
 
-KINDS = ("differs between ranks", "covers lanes", "has no record from ranks", "on a window "
-         "boundary but ranks")
+KINDS = (Kind.DIFFERS, Kind.COVERAGE, Kind.MISSING_RECORD, Kind.SPURIOUS_WARNING)
 RUN_S = {"torchrun": 0.03, "inproc": 0.003}
 """What one fake run takes: stands for a launch's duration, so shrinking costs time."""
 
@@ -90,8 +90,10 @@ class FakeRunner(ScenarioRunner):
         self.ran.append((time.monotonic(), scenario))
         time.sleep(RUN_S[self.tier])  # the run's duration, not a synchronization
         kind = self.fails(scenario)
-        problems = [] if kind is None else [f"phase 0: checkpoint 0 {KINDS[kind]}"]
-        return ScenarioOutcome(scenario, None, problems=problems)
+        if kind is None:
+            return ScenarioOutcome(scenario, None)
+        problem = Problem(Area.CHECKPOINT, KINDS[kind], f"checkpoint 0: {KINDS[kind]}")
+        return ScenarioOutcome(scenario, None, problems=[problem.in_phase(0)])
 
 
 def in_process_kind(scenario: Scenario) -> int | None:
@@ -153,7 +155,7 @@ def test_findings_that_replay_in_process_shrink_there_and_the_others_on_torchrun
     routed = [f for f in explorer.result.findings if f.shrunk_on is not None]
     assert routed
     for f in routed:
-        kind = KINDS.index(next(k for k in KINDS if f.report.find(k) >= 0))
+        kind = KINDS.index(next(k for k in KINDS if f.signature.startswith(f"checkpoint.{k}.")))
         if f.shrunk_on == "inproc":
             assert kind in (0, 1), f.signature
             # Confirmed on torchrun: the torchrun runner ran its minimal scenario.

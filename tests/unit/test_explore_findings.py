@@ -20,6 +20,7 @@ from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.result import GroupResult, RankOutcome
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome, expected_failure_problems
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.spec import PipelineSpec
@@ -33,9 +34,8 @@ def scenario() -> Scenario:
 
 
 def failing() -> ScenarioOutcome:
-    return ScenarioOutcome(
-        scenario(), None, problems=["phase 0 was expected to fail but succeeded"]
-    )
+    accepted = Problem(Area.REFUSAL, Kind.ACCEPTED, "phase 0 was expected to fail but succeeded")
+    return ScenarioOutcome(scenario(), None, problems=[accepted])
 
 
 def passing() -> ScenarioOutcome:
@@ -143,7 +143,7 @@ def test_a_refusal_with_a_described_wrong_failure_stays_a_finding(
     first: RankOutcome, said: str
 ) -> None:
     problems, undescribed = expected_failure_problems(1, REFUSED, refused_launch(first, [first]))
-    assert undescribed == [] and len(problems) == 1 and said in problems[0]
+    assert undescribed == [] and len(problems) == 1 and said in problems[0].text
     assert signature(ScenarioOutcome(scenario(), None, problems=problems)) == (
         "refusal.wrong-error.no-resume.no-resume"
     )

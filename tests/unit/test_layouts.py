@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.space import Dim, LayoutChange, Why, cell, cells_of, declare
 from zephon_chaos.oracles.global_batches import Verdict
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ResumeFact, ScenarioOutcome, _Resume
 from zephon_chaos.scenario import Phase as Launch
 from zephon_chaos.scenario import Scenario
@@ -120,7 +121,8 @@ def test_the_space_declares_tp_values_and_layout_changes_with_reasons() -> None:
 
 
 def test_a_dp_group_divergence_has_a_signature_of_its_own() -> None:
-    line = "phase 1: DP group 0 diverged: rank 1's batch 2 differs from rank 0's (lane, ids)"
+    text = "DP group 0 diverged: rank 1's batch 2 differs from rank 0's (lane, ids)"
+    line = Problem(Area.BATCHES_IDENTICAL, Kind.DP_GROUP_DIVERGED, text, rank=1).in_phase(1)
     outcome = ScenarioOutcome(
         _two(Launch(4, 2, (CheckpointAt(2),), tp=2), Launch(2, 2)),
         None,

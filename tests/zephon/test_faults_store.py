@@ -351,7 +351,7 @@ def test_a_link_slower_than_the_budget_stretches_the_failure_past_the_bound(chao
     assert not result.timed_out and not run.survivors()
     verdict = run.judge(1)
     assert verdict.outcome == oracle.FINDING
-    assert all("over the bound" in p for p in verdict.problems), verdict.describe()
+    assert all("over the bound" in p.text for p in verdict.problems), verdict.describe()
     assert verdict.durations[1] > oracle.failure_bound_s(TIMEOUT_S)
     assert run.stats(1).toxics["interposer-shard-2"].chunks >= 2
 

@@ -68,7 +68,9 @@ def test_under_skip_a_late_round_is_skipped_and_the_next_good_one_resumed(resume
     assert run.restore_index == 3
     assert outcome.verdict is not None and outcome.verdict.ok, outcome.report()
     # The only problem allowed is the known defect's: checkpoint 2 failing on time.
-    assert all(p.startswith("phase 0: checkpoint 2: failed although") for p in outcome.problems)
+    assert all(
+        p.text.startswith("phase 0: checkpoint 2: failed although") for p in outcome.problems
+    )
     assert judged_ok(outcome), unexplained(outcome)
 
 

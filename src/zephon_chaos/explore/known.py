@@ -8,14 +8,12 @@ when Zephon fixes it. The explorer still reports them, as ``known.<id>`` finding
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from zephon_chaos.oracles.policies import RoundOutcome
-from zephon_chaos.runner import ScenarioOutcome
-
-_NO_WARNING = re.compile(r"^phase (?P<phase>\d+): checkpoint (?P<index>\d+) was taken mid-window")
+from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.runner import PhaseRun, ScenarioOutcome
 
 
 @dataclass(frozen=True)
@@ -23,18 +21,22 @@ class KnownDefect:
     id: str
     summary: str
     evidence: str
-    explains: Callable[[ScenarioOutcome, str], bool]
+    explains: Callable[[ScenarioOutcome, Problem], bool]
 
 
-def _checkpoint_before_first_batch(outcome: ScenarioOutcome, problem: str) -> bool:
+def _run(outcome: ScenarioOutcome, problem: Problem) -> PhaseRun | None:
+    """The launch ``problem`` was found in."""
+    return next((r for r in outcome.phases if r.index == problem.phase), None)
+
+
+def _checkpoint_before_first_batch(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A restored launch checkpoints before its first batch and no rank warns mid-window."""
-    m = _NO_WARNING.match(problem)
-    if m is None:
+    if not problem.is_(Area.CHECKPOINT, Kind.NO_WARNING):
         return False
-    phase, index = int(m["phase"]), int(m["index"])
-    run = next((r for r in outcome.phases if r.index == phase), None)
+    run = _run(outcome, problem)
     if run is None or not run.spec.restore_from:
         return False
+    index = problem.checkpoint
     events = [ev for rec in run.records for ev in rec.checkpoints if ev.index == index]
     return bool(events) and all(ev.after_batches == 0 for ev in events)
 
@@ -58,9 +60,9 @@ CHECKPOINT_AFTER_RESTORE = KnownDefect(
 )
 
 
-def _mtp_checkpoint(outcome: ScenarioOutcome, problem: str) -> bool:
+def _mtp_checkpoint(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """In ``mtp_mode`` no rank of the calling processes sees the mid-window warning."""
-    return outcome.scenario.pipeline.mtp_mode and _NO_WARNING.match(problem) is not None
+    return outcome.scenario.pipeline.mtp_mode and problem.is_(Area.CHECKPOINT, Kind.NO_WARNING)
 
 
 MTP_WARNING_STAYS_IN_CHILD = KnownDefect(
@@ -81,25 +83,27 @@ MTP_WARNING_STAYS_IN_CHILD = KnownDefect(
     explains=_mtp_checkpoint,
 )
 
-_PHASE_FAILED = re.compile(
-    r"^phase (?P<phase>\d+)(?: failed|: rank \d+ failed with an error that names none of"
-    r"|: (?:proxy|rank) fault .* left no evidence)"
-)
-"""A launch that failed: ``failed: ``, ``failed before its scheduled fault fired``, ``failed,
-but not with`` (the runner's problem lines), or, in a faulted launch, a rank whose error is
-not the fault's cause, or a fault that never fired (the launch failed before its point)."""
+def _launch_failed(problem: Problem) -> bool:
+    """A launch that failed: unexpectedly, before its scheduled rank fault fired, or not with
+    the error a refusal names; or, in a faulted launch, a rank whose error is not the fault's
+    cause, or a fault that never fired (the launch failed before its point)."""
+    return (
+        problem.area is Area.LAUNCH
+        or problem.is_(Area.CRASH, Kind.EARLY_FAILURE)
+        or problem.is_(Area.REFUSAL, Kind.WRONG_ERROR)
+        or problem.is_(Area.FAULT, Kind.NO_CAUSE, Kind.NO_EVIDENCE)
+    )
+
+
 NO_NEXT_CID = "does not have next cid in the checkpoint"
 """Zephon's error (``Engine.load_state_dict``) for a lane whose next chunk id it did not find."""
 
 
-def _restored_string_keys_with_undrawn_lane(outcome: ScenarioOutcome, problem: str) -> bool:
+def _restored_string_keys_with_undrawn_lane(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A launch failed on Zephon's missing-next-cid error while restoring a checkpoint whose
     keys had become strings (plain JSON persistence, or the json codec of a round over more
     than one rank) and in which some lane had not delivered a batch (its next chunk id 0)."""
-    m = _PHASE_FAILED.match(problem)
-    if m is None:
-        return False
-    run = next((r for r in outcome.phases if r.index == int(m["phase"])), None)
+    run = _run(outcome, problem) if _launch_failed(problem) else None
     if run is None or not run.spec.restore_from:
         return False
     if not any(NO_NEXT_CID in (rank.error or "") for rank in run.result.ranks):
@@ -145,19 +149,20 @@ STRING_KEY_ZERO_CID_RESTORE = KnownDefect(
 
 
 
-_PHASE = re.compile(r"^phase (?P<phase>\d+): (rank \d+ took|liveness: unbounded wait: )")
+def _over_bound(problem: Problem) -> bool:
+    """A faulted round's attempt, or a wait, longer than its bound."""
+    return problem.is_(Area.FAULT, Kind.SLOW_FAILURE) or problem.is_(
+        Area.LIVENESS, Kind.UNBOUNDED_WAIT
+    )
 
 
-def _stalled_hosted_store(outcome: ScenarioOutcome, problem: str) -> bool:
+def _stalled_hosted_store(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A faulted round's call over its bound in a launch whose hosted store was stopped, and
     no longer than the stall plus that bound: the stall is what held it."""
     from zephon_chaos.faults.hosted_store import StoreFaultLaunch
     from zephon_chaos.oracles.faults import failure_bound_s
 
-    m = _PHASE.match(problem)
-    run = None if m is None else next(
-        (r for r in outcome.phases if r.index == int(m["phase"])), None
-    )
+    run = _run(outcome, problem) if _over_bound(problem) else None
     fault = None if run is None else run.fault
     if not isinstance(fault, StoreFaultLaunch) or fault.fault.action != "sigstop":
         return False
@@ -192,21 +197,14 @@ STALLED_HOSTED_STORE = KnownDefect(
 )
 
 
-_STALL_PROBLEM = re.compile(
-    r"^phase (?P<phase>\d+): (hang: |rank \d+ took .* over the bound|liveness: unbounded wait: )"
-)
-
-
-def _stalled_link(outcome: ScenarioOutcome, problem: str) -> bool:
+def _stalled_link(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A hang, or a wait over its bound, in a launch whose store link a ``timeout`` toxic
     stalled (the fault's evidence says it acted): the stall is what held it."""
     from zephon_chaos.faults.scenario_proxy import FaultedLaunch
     from zephon_chaos.scenario_rules import STALLING_TOXICS
 
-    m = _STALL_PROBLEM.match(problem)
-    run = None if m is None else next(
-        (r for r in outcome.phases if r.index == int(m["phase"])), None
-    )
+    stalled = _over_bound(problem) or problem.is_(Area.FAULT, Kind.HANG)
+    run = _run(outcome, problem) if stalled else None
     fault = None if run is None else run.fault
     if not isinstance(fault, FaultedLaunch) or not fault.evidence:
         return False
@@ -236,18 +234,16 @@ STALLED_STORE_LINK = KnownDefect(
 )
 
 
-_ON_TIME = re.compile(r"^phase (?P<phase>\d+): checkpoint (?P<index>\d+): failed although")
 MISMATCH = "last_round_id mismatch across shards"
 
 
-def _missed_round(outcome: ScenarioOutcome, problem: str) -> bool:
+def _missed_round(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """An on-time round refused by the leader's merge for differing ``last_round_id``s, right
     after a round that failed (one some rank never joined)."""
-    m = _ON_TIME.match(problem)
-    if m is None:
+    if not problem.is_(Area.POLICY, Kind.ON_TIME_FAILURE) or problem.checkpoint is None:
         return False
-    phase, index = int(m["phase"]), int(m["index"])
-    run = next((r for r in outcome.phases if r.index == phase), None)
+    index = problem.checkpoint
+    run = _run(outcome, problem)
     if run is None or run.policy is None:
         return False
     before = next((r for r in run.policy.rounds if r.index == index - 1), None)
@@ -257,22 +253,14 @@ def _missed_round(outcome: ScenarioOutcome, problem: str) -> bool:
     return any(MISMATCH in e for e in errors)
 
 
-_NO_CAUSE = re.compile(
-    r"^phase (?P<phase>\d+): rank (?P<rank>\d+) failed with an error that names none of"
-)
-
-
-def _poisoned_retry(outcome: ScenarioOutcome, problem: str) -> bool:
+def _poisoned_retry(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A rank's retry of a checkpoint refused by the merge for differing ``last_round_id``s,
     after an attempt of the same checkpoint failed (a fault failed the round): in a faulted
     launch the fault oracle, not the policy oracle, names the rank's error."""
-    m = _NO_CAUSE.match(problem)
-    if m is None:
-        return False
-    run = next((r for r in outcome.phases if r.index == int(m["phase"])), None)
+    run = _run(outcome, problem) if problem.is_(Area.FAULT, Kind.NO_CAUSE) else None
     if run is None:
         return False
-    rank = int(m["rank"])
+    rank = problem.rank
     for rec in run.records:
         if rec.rank != rank:
             continue
@@ -294,7 +282,7 @@ def _poisoned_retry(outcome: ScenarioOutcome, problem: str) -> bool:
     return False
 
 
-def _missed_or_failed_round(outcome: ScenarioOutcome, problem: str) -> bool:
+def _missed_or_failed_round(outcome: ScenarioOutcome, problem: Problem) -> bool:
     return _missed_round(outcome, problem) or _poisoned_retry(outcome, problem)
 
 
@@ -339,7 +327,7 @@ def explaining(outcome: ScenarioOutcome) -> list[KnownDefect]:
     return [d for d in KNOWN_DEFECTS if any(d.explains(outcome, p) for p in outcome.problems)]
 
 
-def unexplained(outcome: ScenarioOutcome) -> list[str]:
+def unexplained(outcome: ScenarioOutcome) -> list[Problem]:
     """Problem lines no known defect explains."""
     return [p for p in outcome.problems if not any(d.explains(outcome, p) for d in KNOWN_DEFECTS)]
 

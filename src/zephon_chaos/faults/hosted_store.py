@@ -27,6 +27,7 @@ from zephon_chaos.faults.control import InterposerControl, notify
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.launch.store_process import StoreAction, StoreEvent, StoreProcess
 from zephon_chaos.oracles import faults as fault_oracle
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario_rules import FOLLOWER_POINTS, round_point
 from zephon_chaos.workload.spec import PhaseTrigger, WorkloadSpec
 
@@ -136,12 +137,11 @@ class StoreFaultLaunch:
         except (TimeoutError, OSError, RuntimeError, ValueError) as exc:
             self.watch_error = f"{type(exc).__name__}: {exc}"
 
-    def judge(self, run: Any) -> list[str]:
+    def judge(self, run: Any) -> list[Problem]:
         """Problems of the launch: a fault without evidence, a checkpoint due before the fault
         lost, or the fault oracle's finding on the faulted round."""
         name, n = self.point
-        where = f"phase {run.index}"
-        problems: list[str] = []
+        problems: list[Problem] = []
         writer = writer_of(name)
         events = [
             e
@@ -160,9 +160,15 @@ class StoreFaultLaunch:
         done = tuple(e.action for e in self.acted)
         if not held or done != wanted:
             problems.append(
-                f"{where}: store fault {self.fault.action} at {self.fault.at} left no evidence "
-                f"(rank {writer} waited at the point: {bool(held)}; store: "
-                f"{[a.value for a in done]}; {self.watch_error or 'no watcher error'})"
+                Problem(
+                    Area.FAULT,
+                    Kind.NO_EVIDENCE,
+                    f"store fault {self.fault.action} at {self.fault.at} left no evidence "
+                    f"(rank {writer} waited at the point: {bool(held)}; store: "
+                    f"{[a.value for a in done]}; {self.watch_error or 'no watcher error'})",
+                    checkpoint=self.index,
+                    rank=writer,
+                ).in_phase(run.index)
             )
             return problems
         self.evidence.append(
@@ -175,8 +181,13 @@ class StoreFaultLaunch:
             f = facts.get(j)
             if f is None or f.failed or 0 not in f.ok_ranks:
                 problems.append(
-                    f"{where}: checkpoint {j}, due before the store fault at {self.fault.at}, "
-                    "did not complete"
+                    Problem(
+                        Area.FAULT,
+                        Kind.LOST_CHECKPOINT,
+                        f"checkpoint {j}, due before the store fault at {self.fault.at}, "
+                        "did not complete",
+                        checkpoint=j,
+                    ).in_phase(run.index)
                 )
         self.verdict = fault_oracle.judge(
             run.records,
@@ -187,7 +198,7 @@ class StoreFaultLaunch:
             causes=STORE_CAUSES,
         )
         self.verdict.evidence[:0] = self.evidence
-        problems += [f"{where}: {p}" for p in self.verdict.problems]
+        problems += [p.in_phase(run.index) for p in self.verdict.problems]
         return problems
 
     def stalled_s(self) -> float:

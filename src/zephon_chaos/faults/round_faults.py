@@ -35,6 +35,7 @@ from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.faults.process import ProcessFaultError, StopEvidence, wait_stopped
 from zephon_chaos.launch.procs import ProcId, start_ticks
 from zephon_chaos.oracles import faults as fault_oracle
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario_rules import rank_point
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault, WorkloadSpec
 
@@ -154,12 +155,16 @@ class RoundFaultLaunch:
         except (TimeoutError, ProcessFaultError, OSError, ValueError, KeyError) as exc:
             self.watch_error = f"{type(exc).__name__}: {exc}"
 
-    def judge(self, run: Any) -> list[str]:
+    def judge(self, run: Any) -> list[Problem]:
         """Problems of the launch: a fault without evidence, a stop never seen, a checkpoint
         due before the fault lost, or the fault oracle's finding on the faulted round."""
         fault, (name, n) = self.fault, self.point
-        where = f"phase {run.index}"
-        problems: list[str] = []
+        problems: list[Problem] = []
+
+        def found(kind: Kind, text: str, checkpoint: int | None = self.index) -> None:
+            problem = Problem(Area.FAULT, kind, text, checkpoint=checkpoint, rank=fault.rank)
+            problems.append(problem.in_phase(run.index))
+
         fired = [
             e
             for e in read_events(run.spec.out_dir, fault.rank)
@@ -174,13 +179,14 @@ class RoundFaultLaunch:
                 f"write #{n} ({fired[0].get('key')})"
             )
         else:
-            problems.append(f"{where}: rank fault {fault.action} at {fault.at} left no evidence")
+            found(Kind.NO_EVIDENCE, f"rank fault {fault.action} at {fault.at} left no evidence")
         excused: dict[int, float] = {}
         if fault.action == "sigstop":
             if self.continued is None:
-                problems.append(
-                    f"{where}: rank {fault.rank} was to stop at {fault.at} and be continued, but "
-                    f"the harness never saw it stop: {self.watch_error or 'no event'}"
+                found(
+                    Kind.NO_EVIDENCE,
+                    f"rank {fault.rank} was to stop at {fault.at} and be continued, but "
+                    f"the harness never saw it stop: {self.watch_error or 'no event'}",
                 )
             else:
                 excused[fault.rank] = self.continued.stopped_s
@@ -193,8 +199,10 @@ class RoundFaultLaunch:
         for j in range(self.index):
             f = facts.get(j)
             if f is None or f.failed or 0 not in f.ok_ranks:
-                problems.append(
-                    f"{where}: checkpoint {j}, due before the fault at {fault.at}, did not complete"
+                found(
+                    Kind.LOST_CHECKPOINT,
+                    f"checkpoint {j}, due before the fault at {fault.at}, did not complete",
+                    j,
                 )
         words = DEATH_WORDS.get(fault.action)
         self.verdict = fault_oracle.judge(
@@ -207,5 +215,5 @@ class RoundFaultLaunch:
             excused_s=excused,
         )
         self.verdict.evidence[:0] = self.evidence
-        problems += [f"{where}: {p}" for p in self.verdict.problems]
+        problems += [p.in_phase(run.index) for p in self.verdict.problems]
         return problems

@@ -34,6 +34,7 @@ from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
 from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
 from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as fault_oracle
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger, WorkloadSpec
 
@@ -140,13 +141,18 @@ class ProxyFaultSession:
         )
         return spec, launch
 
-    def judge(self, launch: FaultedLaunch, run: Any) -> list[str]:
+    def judge(self, launch: FaultedLaunch, run: Any) -> list[Problem]:
         """Problems of a faulted launch: a fault that did not act, or a verdict's finding."""
-        problems = []
+        problems: list[Problem] = []
         for fault in launch.faults:
             fired = self._fired(launch, fault, run)
             if fired is None:
-                problems.append(f"phase {run.index}: proxy fault {fault} left no evidence")
+                text = f"proxy fault {fault} left no evidence"
+                problems.append(
+                    Problem(Area.FAULT, Kind.NO_EVIDENCE, text, rank=fault.rank).in_phase(
+                        run.index
+                    )
+                )
             else:
                 launch.evidence.append(fired)
         phase_faults = [parse_at(f.at) for f in launch.faults]
@@ -160,7 +166,7 @@ class ProxyFaultSession:
             held=run.held,  # read by the runner before the proxies close
         )
         launch.verdict.evidence[:0] = launch.evidence
-        problems += [f"phase {run.index}: {p}" for p in launch.verdict.problems]
+        problems += [p.in_phase(run.index) for p in launch.verdict.problems]
         return problems
 
     @staticmethod

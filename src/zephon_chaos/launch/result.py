@@ -30,6 +30,14 @@ class RankOutcome:
     """The kernel log's word on an unexplained SIGKILL, read once (see ``diagnostics.kernel``)."""
 
     @property
+    def error_type(self) -> str | None:
+        """The exception type of ``error``, which torchelastic's error file (and the in-process
+        tier) write as ``Type: message``; None if it names none."""
+        head, sep, _ = (self.error or "").partition(": ")
+        name = head.rsplit(".", 1)[-1]
+        return name if sep and name.isidentifier() else None
+
+    @property
     def unexplained_sigkill(self) -> bool:
         return (
             self.exitcode == -signal.SIGKILL

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.workload.records import RankRecord
 
 MID_WINDOW_TEXT = "Checkpoint taken mid-window"
@@ -33,7 +34,7 @@ class CheckpointFacts:
 class CheckpointVerdict:
     ok: bool
     facts: list[CheckpointFacts] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
 
 def gather(ranks: list[RankRecord]) -> list[CheckpointFacts]:
@@ -63,32 +64,45 @@ def check(
 ) -> CheckpointVerdict:
     """Problems of the launch's checkpoints. ``failures_judged``: a failed checkpoint is the
     policy oracle's to judge (``skip``: a failure the launch records and trains past)."""
-    problems: list[str] = []
+    problems: list[Problem] = []
     facts = gather(ranks)
     world = len(ranks)
     for f in facts:
         label = f"checkpoint {f.index}"
+
+        def found(kind: Kind, text: str, rank: int | None = None, f: CheckpointFacts = f) -> None:
+            problems.append(Problem(Area.CHECKPOINT, kind, text, checkpoint=f.index, rank=rank))
+
         if f.failed and failures_judged:
             continue
         if f.failed:
-            problems.append(
-                f"{label} failed on ranks {sorted(f.failed)}: {next(iter(f.failed.values()))}"
+            found(
+                Kind.FAILED,
+                f"{label} failed on ranks {sorted(f.failed)}: {next(iter(f.failed.values()))}",
+                min(f.failed),
             )
             continue
         if len(f.ok_ranks) != world:
             missing = sorted(set(range(world)) - set(f.ok_ranks))
-            problems.append(f"{label} has no record from ranks {missing}")
+            found(Kind.MISSING_RECORD, f"{label} has no record from ranks {missing}", missing[0])
         if len(set(f.digests.values())) > 1:
-            problems.append(f"{label} differs between ranks: digests {f.digests}")
+            found(Kind.DIFFERS, f"{label} differs between ranks: digests {f.digests}")
         for rank, covered in f.covered.items():
             if covered != list(range(canonical_replicas)):
-                problems.append(
-                    f"{label} on rank {rank} covers lanes {covered}, not all {canonical_replicas}"
+                found(
+                    Kind.COVERAGE,
+                    f"{label} on rank {rank} covers lanes {covered}, not all {canonical_replicas}",
+                    rank,
                 )
         if f.mid_window and not f.warned:
-            problems.append(f"{label} was taken mid-window ({f.lane_counts}) but no rank warned")
+            found(
+                Kind.NO_WARNING,
+                f"{label} was taken mid-window ({f.lane_counts}) but no rank warned",
+            )
         if not f.mid_window and f.warned:
-            problems.append(
-                f"{label} was on a window boundary but ranks {f.warned} warned mid-window"
+            found(
+                Kind.SPURIOUS_WARNING,
+                f"{label} was on a window boundary but ranks {f.warned} warned mid-window",
+                f.warned[0],
             )
     return CheckpointVerdict(ok=not problems, facts=facts, problems=problems)

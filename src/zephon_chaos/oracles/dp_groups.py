@@ -16,10 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zephon_chaos.lanes import dp_group
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.workload.records import Batch, RankRecord, SampleId
-
-DIVERGED = "diverged"
-"""The word problem lines carry (``DP group 0 diverged``): the explorer's signature reads it."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,7 @@ class GroupDivergence:
 
     def describe(self) -> str:
         return (
-            f"DP group {self.group} {DIVERGED}: rank {self.rank}'s batch {self.position} differs "
+            f"DP group {self.group} diverged: rank {self.rank}'s batch {self.position} differs "
             f"from rank {self.leader}'s (lane, ids): expected {self.expected}, "
             f"actual {self.actual}"
         )
@@ -71,8 +69,11 @@ def divergences(ranks: list[RankRecord], tp: int) -> list[GroupDivergence]:
     return out
 
 
-def problems(ranks: list[RankRecord], tp: int) -> list[str]:
-    return [d.describe() for d in divergences(ranks, tp)]
+def problems(ranks: list[RankRecord], tp: int) -> list[Problem]:
+    return [
+        Problem(Area.BATCHES_IDENTICAL, Kind.DP_GROUP_DIVERGED, d.describe(), rank=d.rank)
+        for d in divergences(ranks, tp)
+    ]
 
 
 def _first_difference(

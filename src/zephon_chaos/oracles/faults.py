@@ -29,6 +29,7 @@ from zephon_chaos.oracles.global_batches import (
     compare,
     lane_streams,
 )
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.workload import persist
 from zephon_chaos.workload.records import CheckpointEvent, RankRecord
 
@@ -113,13 +114,16 @@ class FaultVerdict:
     outcome: str
     index: int
     evidence: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     durations: dict[int, float] = field(default_factory=dict)
     """Per rank, the longest checkpoint attempt (seconds, stop time excused)."""
 
     @property
     def ok(self) -> bool:
         return self.outcome != FINDING
+
+    def found(self, kind: Kind, text: str, rank: int | None = None) -> None:
+        self.problems.append(Problem(Area.FAULT, kind, text, checkpoint=self.index, rank=rank))
 
     def describe(self) -> str:
         lines = [f"checkpoint {self.index}: {self.outcome}"]
@@ -207,7 +211,8 @@ def judge(
     verdict = FaultVerdict(outcome=FINDING, index=index)
     if result is not None and result.timed_out:
         stuck = "; ".join(f"{k}: {v}" for k, v in result.stuck_frames().items())
-        verdict.problems.append(
+        verdict.found(
+            Kind.HANG,
             f"hang: the group passed its deadline after {result.duration_s:.1f}s "
             f"(aggregate_timeout_s={timeout_s}); stuck at: {stuck or 'no stacks captured'}"
         )
@@ -247,9 +252,11 @@ def judge(
         _check_cause(r, causes, verdict)
         bound = failure_bound_s(timeout_s)
         if verdict.durations[r.rank] > bound:
-            verdict.problems.append(
+            verdict.found(
+                Kind.SLOW_FAILURE,
                 f"rank {r.rank} took {verdict.durations[r.rank]:.1f}s to fail one attempt, over "
-                f"the bound {bound:.1f}s (3 x aggregate_timeout_s {timeout_s} + 3 s)"
+                f"the bound {bound:.1f}s (3 x aggregate_timeout_s {timeout_s} + 3 s)",
+                r.rank,
             )
     for r in gone:
         if r.killed_by_harness:
@@ -258,8 +265,10 @@ def judge(
                 "(its torchrun agent was gone)"
             )
         elif r.exitcode == 0:
-            verdict.problems.append(
-                f"rank {r.rank} left no record of checkpoint {index} and ended {r.status}"
+            verdict.found(
+                Kind.NO_RECORD,
+                f"rank {r.rank} left no record of checkpoint {index} and ended {r.status}",
+                r.rank,
             )
         elif r.exitcode is None:
             # No evidence either way: a finding needs a rank known to have ended well.
@@ -276,7 +285,8 @@ def judge(
     if ok and not failed and not gone:
         _check_consistent(ok, canonical_replicas, verdict)
         if expected_position is not None and position != expected_position:
-            verdict.problems.append(
+            verdict.found(
+                Kind.MOVED,
                 f"checkpoint {index} completed at another position than the unfaulted run's "
                 f"(position digest {position} != {expected_position})"
             )
@@ -298,7 +308,7 @@ def judge(
             verdict.evidence.append(f"rank {r.rank} failed: {(r.final.error or '')[:240]}")  # type: ignore[union-attr]
     else:
         outcome = FINDING
-        verdict.problems.append(f"no rank recorded checkpoint {index}: {_statuses(rounds)}")
+        verdict.found(Kind.NO_RECORD, f"no rank recorded checkpoint {index}: {_statuses(rounds)}")
     verdict.outcome = FINDING if verdict.problems else outcome
     return verdict
 
@@ -320,9 +330,11 @@ def _first_split(rounds: list[RankRound]) -> str | None:
 
 def _check_faulted(r: RankRound, words: str, verdict: FaultVerdict) -> None:
     if words and words not in r.status:
-        verdict.problems.append(
+        verdict.found(
+            Kind.NOT_ENDED,
             f"rank {r.rank} was to be ended by the fault ({words}), but its wait status is "
-            f"{r.status!r}"
+            f"{r.status!r}",
+            r.rank,
         )
     else:
         verdict.evidence.append(f"rank {r.rank}: {r.status}")
@@ -338,19 +350,23 @@ def _check_cause(r: RankRound, causes: Causes, verdict: FaultVerdict) -> None:
     else:
         wanted = list(CAUSES)
     if not any(fragment in error for fragment in wanted):
-        verdict.problems.append(
-            f"rank {r.rank} failed with an error that names none of {wanted}: {error[:300]!r}"
+        verdict.found(
+            Kind.NO_CAUSE,
+            f"rank {r.rank} failed with an error that names none of {wanted}: {error[:300]!r}",
+            r.rank,
         )
 
 
 def _check_consistent(ok: list[RankRound], c: int, verdict: FaultVerdict) -> None:
     digests = {r.rank: r.final.digest for r in ok if r.final is not None}
     if len(set(digests.values())) > 1:
-        verdict.problems.append(f"ranks returned different checkpoints: digests {digests}")
+        verdict.found(Kind.INCONSISTENT, f"ranks returned different checkpoints: digests {digests}")
     for r in ok:
         covered = r.final.lanes_covered if r.final else []
         if covered != list(range(c)):
-            verdict.problems.append(f"rank {r.rank}'s checkpoint covers lanes {covered}, not {c}")
+            verdict.found(
+                Kind.COVERAGE, f"rank {r.rank}'s checkpoint covers lanes {covered}, not {c}", r.rank
+            )
 
 
 def _statuses(rounds: list[RankRound]) -> str:
@@ -398,6 +414,11 @@ def stitched_identity(
     if short:
         verdict.ok = False
         verdict.problems.append(
-            f"the reference ran too few steps for lanes {short}: run it {batches_per_lane} steps"
+            Problem(
+                Area.BATCHES_IDENTICAL,
+                Kind.LANE_COUNT,
+                f"the reference ran too few steps for lanes {short}: run it {batches_per_lane} "
+                "steps",
+            )
         )
     return verdict

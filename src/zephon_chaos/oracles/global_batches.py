@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from zephon_chaos.oracles.dp_groups import representatives
+from zephon_chaos.problem import BATCH_KINDS, Area, Kind, Problem
 from zephon_chaos.workload.records import RankRecord, SampleId
 
 LaneStreams = dict[int, list[list[SampleId]]]
@@ -51,11 +52,19 @@ class Divergence:
 class Verdict:
     ok: bool
     contract: str
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     first_divergence: Divergence | None = None
     missing: list[SampleId] = field(default_factory=list)
     duplicated: list[SampleId] = field(default_factory=list)
     steps_compared: int = 0
+
+    @property
+    def kind(self) -> Kind:
+        """The violation's kind: the first of ``BATCH_KINDS`` among its problems."""
+        kinds = {p.kind for p in self.problems}
+        kinds |= {Kind.MISSING} if self.missing else set()
+        kinds |= {Kind.DUPLICATED} if self.duplicated else set()
+        return next((k for k in BATCH_KINDS if k in kinds), Kind.DIVERGENT)
 
     def describe(self) -> str:
         if self.ok:
@@ -105,18 +114,23 @@ def compare(
 ) -> Verdict:
     """Compare ``actual`` with ``reference`` over each lane's expected length."""
     contract = "identical global batches" if exact else "mid-window contract (windows as multisets)"
-    problems: list[str] = []
+    area = Area.BATCHES_IDENTICAL if exact else Area.BATCHES_MID_WINDOW
+    problems: list[Problem] = []
+
+    def found(kind: Kind, text: str) -> None:
+        problems.append(Problem(area, kind, text))
+
     lanes = sorted(set(reference) | set(actual) | set(expected_lengths))
     extra_lanes = sorted(set(actual) - set(expected_lengths))
     if extra_lanes:
-        problems.append(f"batches from unknown lanes {extra_lanes}")
+        found(Kind.UNKNOWN_LANES, f"batches from unknown lanes {extra_lanes}")
     want: dict[int, list[list[SampleId]]] = {
         lane: reference.get(lane, [])[: expected_lengths.get(lane, 0)] for lane in lanes
     }
     for lane in lanes:
         got_n, want_n = len(actual.get(lane, [])), len(want[lane])
         if got_n != want_n:
-            problems.append(f"lane {lane} delivered {got_n} batches, expected {want_n}")
+            found(Kind.LANE_COUNT, f"lane {lane} delivered {got_n} batches, expected {want_n}")
     steps = max((len(v) for v in want.values()), default=0)
     first: Divergence | None = None
     for step in range(steps):
@@ -147,7 +161,7 @@ def compare(
                     (want[lane][step : step + 1] or [None])[0],
                     (actual.get(lane, [])[step : step + 1] or [None])[0],
                 )
-                problems.append(f"window {step} holds other samples than the reference's")
+                found(Kind.WINDOW, f"window {step} holds other samples than the reference's")
         if first is not None and exact:
             break
     exp_all = Counter(s for lane in lanes for b in want[lane] for s in b)
@@ -160,13 +174,15 @@ def compare(
             seen = Counter(s for b in actual.get(lane, []) for s in b)
             dups = sorted(s for s, n in seen.items() if n > exp_all.get(s, 0))
             if dups:
-                problems.append(f"lane {lane} repeats samples {dups[:5]}")
+                found(Kind.DUPLICATED, f"lane {lane} repeats samples {dups[:5]}")
     if first is not None and exact:
-        problems.insert(0, f"first divergence at global step {first.step}, lane {first.lane}")
+        text = f"first divergence at global step {first.step}, lane {first.lane}"
+        problems.insert(0, Problem(area, Kind.DIVERGENT, text))
     if missing:
-        problems.append(f"{len(missing)} sample(s) of the reference never delivered")
+        found(Kind.MISSING, f"{len(missing)} sample(s) of the reference never delivered")
     if duplicated:
-        problems.append(f"{len(duplicated)} sample(s) delivered more often than the reference")
+        more = f"{len(duplicated)} sample(s) delivered more often than the reference"
+        found(Kind.DUPLICATED, more)
     return Verdict(
         ok=not problems,
         contract=contract,

@@ -31,6 +31,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from zephon_chaos.oracles.faults import overlap_s
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.records import RankRecord
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault
@@ -160,6 +161,16 @@ class LivenessProblem:
     bound_s: float
     attempt: int = 1
 
+    def problem(self) -> Problem:
+        kind = (
+            Kind.SLOW_PROPAGATION
+            if self.kind is LivenessKind.SLOW_PROPAGATION
+            else Kind.UNBOUNDED_WAIT
+        )
+        return Problem(
+            Area.LIVENESS, kind, self.describe(), self.phase, self.checkpoint, self.rank
+        )
+
     def describe(self) -> str:
         where = f"phase {self.phase}: liveness: "
         if self.kind is LivenessKind.SLOW_PROPAGATION:
@@ -203,6 +214,9 @@ class LivenessVerdict:
 
     def lines(self) -> list[str]:
         return [p.describe() for p in self.problems]
+
+    def found(self) -> list[Problem]:
+        return [p.problem() for p in self.problems]
 
 
 def timings_of(rec: RankRecord) -> list[Timing]:

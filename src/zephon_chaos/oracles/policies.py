@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.workload.records import RankRecord
 
 LATE_SLACK_S = 0.5
@@ -74,6 +75,15 @@ class PolicyProblem:
     checkpoint: int
     detail: str = ""
 
+    def problem(self) -> Problem:
+        kind = {
+            PolicyProblemKind.ON_TIME_FAILURE: Kind.ON_TIME_FAILURE,
+            PolicyProblemKind.MISALIGNED: Kind.MISALIGNED,
+            PolicyProblemKind.PERSISTED_FAILED: Kind.PERSISTED_FAILED,
+            PolicyProblemKind.MISSING_FILE: Kind.MISSING_FILE,
+        }[self.kind]
+        return Problem(Area.POLICY, kind, self.describe(), self.phase, self.checkpoint)
+
     def describe(self) -> str:
         where = f"phase {self.phase}: checkpoint {self.checkpoint}: "
         text = {
@@ -102,6 +112,9 @@ class PolicyVerdict:
 
     def lines(self) -> list[str]:
         return [p.describe() for p in self.problems]
+
+    def found(self) -> list[Problem]:
+        return [p.problem() for p in self.problems]
 
     @property
     def first_failed(self) -> RoundJudgement | None:

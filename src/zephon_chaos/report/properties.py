@@ -45,7 +45,7 @@ def outcome_properties(outcome: Any) -> list[Property]:
         d = verdict.first_divergence
         props.append((f"{key}.first_divergence", f"global step {d.step}, lane {d.lane}"))
     if outcome.problems:
-        props.append((f"{key}.problem", outcome.problems[0]))
+        props.append((f"{key}.problem", outcome.problems[0].text))
     replay = replay_command(outcome)
     if replay:
         props.append((f"{key}.replay", replay))

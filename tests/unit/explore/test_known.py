@@ -13,6 +13,7 @@ from zephon_chaos.explore.known import STRING_KEY_ZERO_CID_RESTORE, explaining, 
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
@@ -72,6 +73,10 @@ def test_the_same_failure_without_string_keys_or_with_every_lane_drawn_is_not_ex
     real outcome, told otherwise about either, is a violation again."""
     outcome = runner.run(JSON_CODEC_AT_STEP_0)
     assert signature(outcome) == KNOWN_ZERO_CID, outcome.report()
+    words = [dataclasses.replace(p, text="reworded") for p in outcome.problems]
+    assert signature(dataclasses.replace(outcome, problems=words)) == KNOWN_ZERO_CID, (
+        "signatures and known defects read a problem's fields, never its words"
+    )
 
     msgpack = dataclasses.replace(
         outcome,
@@ -118,8 +123,9 @@ def test_a_retry_refused_for_a_failed_attempts_round_id_is_the_missed_round_defe
     when an earlier attempt of the same checkpoint failed on that rank."""
     from zephon_chaos.explore.known import MISSED_ROUND_POISONS_NEXT
 
-    line = "phase 1: rank 0 failed with an error that names none of ['TCPStore']: 'cannot merge'"
+    text = "rank 0 failed with an error that names none of ['TCPStore']: 'cannot merge'"
+    line = Problem(Area.FAULT, Kind.NO_CAUSE, text, checkpoint=0, rank=0).in_phase(1)
     assert MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=False), line)  # type: ignore[arg-type]
     assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=True), line)  # type: ignore[arg-type]
-    other = line.replace("rank 0", "rank 1")
+    other = dataclasses.replace(line, rank=1)
     assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=False), other)  # type: ignore[arg-type]

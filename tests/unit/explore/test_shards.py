@@ -43,6 +43,7 @@ from zephon_chaos.explore.summary_json import (
     read_summary_json,
     write_facts,
 )
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
@@ -135,7 +136,9 @@ def test_the_database_key_names_the_strategy_not_the_round() -> None:
 
 # ---- sharing failures through a database, with runs judged without launching -----------
 
-PROBLEM = "phase 0: checkpoint 0 has no record from ranks"
+PROBLEM = Problem(
+    Area.CHECKPOINT, Kind.MISSING_RECORD, "checkpoint 0 has no record from ranks [1]", checkpoint=0
+).in_phase(0)
 PROBLEM_SIGNATURE = "checkpoint.missing-record.no-resume.no-resume"
 
 

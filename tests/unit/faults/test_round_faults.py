@@ -16,6 +16,7 @@ from zephon_chaos.faults.placement import place_store_proxy
 from zephon_chaos.faults.round_faults import triggers_for
 from zephon_chaos.faults.scenario_proxy import FaultedLaunch, stall_deadline_s
 from zephon_chaos.oracles.faults import failure_bound_s
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError
 from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec, RankFault
@@ -184,7 +185,7 @@ def test_a_ranks_proxy_points_at_the_harness_store_with_store_explicit(monkeypat
     assert placed is not None and placed.store_uri == "torch://127.0.0.1:4100"
 
 
-def _stalled_outcome(problem: str, toxic: str = "timeout") -> Any:
+def _stalled_outcome(problem: Problem, toxic: str = "timeout") -> Any:
     fault = ProxyFault(1, toxic, {"timeout": 0}, at="shard#2")
     launch = FaultedLaunch((fault,), proxies=None, evidence=["rank 1's interposer applied"])  # type: ignore[arg-type]
     run = SimpleNamespace(index=0, fault=launch, liveness=None, records=[], spec=None)
@@ -195,20 +196,35 @@ def _stalled_outcome(problem: str, toxic: str = "timeout") -> Any:
 @pytest.mark.parametrize(
     "problem",
     [
-        "phase 0: hang: the group passed its deadline after 39.0s (aggregate_timeout_s=2.0)",
-        "phase 0: rank 1 took 14.2s to fail one attempt, over the bound 9.0s (3 x ...)",
-        "phase 0: liveness: unbounded wait: rank 0's checkpoint 1 attempt 1 blocked 20.00s, "
-        "over the bound 9.00s",
+        Problem(
+            Area.FAULT,
+            Kind.HANG,
+            "hang: the group passed its deadline after 39.0s (aggregate_timeout_s=2.0)",
+        ).in_phase(0),
+        Problem(
+            Area.FAULT,
+            Kind.SLOW_FAILURE,
+            "rank 1 took 14.2s to fail one attempt, over the bound 9.0s (3 x ...)",
+            rank=1,
+        ).in_phase(0),
+        Problem(
+            Area.LIVENESS,
+            Kind.UNBOUNDED_WAIT,
+            "phase 0: liveness: unbounded wait: rank 0's checkpoint 1 attempt 1 blocked 20.00s, "
+            "over the bound 9.00s",
+            phase=0,
+        ),
     ],
+    ids=["hang", "slow-failure", "unbounded-wait"],
 )
-def test_a_stalled_links_outcome_is_the_known_defect(problem: str) -> None:
+def test_a_stalled_links_outcome_is_the_known_defect(problem: Problem) -> None:
     outcome = _stalled_outcome(problem)
     assert STALLED_STORE_LINK in explaining(outcome)  # type: ignore[arg-type]
     assert unexplained(outcome) == []  # type: ignore[arg-type]
 
 
 def test_the_same_problem_without_a_stall_is_not_explained() -> None:
-    problem = "phase 0: hang: the group passed its deadline after 39.0s"
+    problem = Problem(Area.FAULT, Kind.HANG, "hang: after 39.0s").in_phase(0)
     assert unexplained(_stalled_outcome(problem, toxic="down")) == [problem]  # type: ignore[arg-type]
-    other = "phase 0: checkpoint 1 differs between ranks: {...}"
+    other = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 1 differs", checkpoint=1).in_phase(0)
     assert unexplained(_stalled_outcome(other)) == [other]  # type: ignore[arg-type]

@@ -81,5 +81,5 @@ def test_a_divergence_inside_a_dp_group_fails_the_scenario_with_its_signature(
     assert outcome.verdict is not None and outcome.verdict.ok  # rank 0's streams are intact
     assert not outcome.ok
     [problem] = outcome.problems
-    assert problem.startswith("phase 1: DP group 0 diverged: rank 1's batch 0")
+    assert problem.text.startswith("phase 1: DP group 0 diverged: rank 1's batch 0")
     assert signature(outcome) == "batches-identical.dp-group-diverged.resized.mid-window"

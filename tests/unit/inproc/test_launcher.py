@@ -96,7 +96,7 @@ def test_a_refusal_with_the_wrong_error_is_a_problem(runner: InprocScenarioRunne
     )
     outcome = runner.run(scenario)
     assert not outcome.ok
-    assert "not with 'some other error'" in outcome.problems[0]
+    assert "not with 'some other error'" in outcome.problems[0].text
 
 
 def test_a_crash_relaunches_from_the_checkpoint_before_it(runner: InprocScenarioRunner) -> None:

@@ -44,7 +44,7 @@ def test_a_planted_divergence_inside_a_dp_group_is_caught_with_its_evidence() ->
     assert (found.group, found.leader, found.rank, found.position) == (1, 2, 3, 4)
     assert found.expected == (2, [(0, 2, 4), (0, 2, 5)])
     assert found.actual == (2, [(0, 2, 5)])
-    text = problems(records, tp=2)[0]
+    text = problems(records, tp=2)[0].text
     assert text.startswith("DP group 1 diverged: rank 3's batch 4")
 
 

@@ -161,7 +161,7 @@ def test_a_split_attempt_then_agreement_is_resolved() -> None:
 
 def test_a_group_past_its_deadline_is_a_hang() -> None:
     verdict = judge([rank(0), rank(1)], group(-9, -9, timed_out=True))
-    assert verdict.outcome == oracle.FINDING and "hang" in verdict.problems[0]
+    assert verdict.outcome == oracle.FINDING and "hang" in verdict.problems[0].text
 
 
 def test_a_rank_ended_by_torchrun_after_a_peer_failed_is_evidence_not_a_finding() -> None:

@@ -15,6 +15,7 @@ from zephon_chaos.explore.liveness_table import LivenessTally
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.oracles import liveness as oracle
 from zephon_chaos.oracles.liveness import Effect, LivenessBounds, LivenessKind, Stall, Step
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.workload.records import (
@@ -264,7 +265,7 @@ def test_records_carry_the_timing_fields(tmp_path: Path) -> None:
     ]
 
 
-def outcome_with(lines: list[str]) -> ScenarioOutcome:
+def outcome_with(lines: list[Problem]) -> ScenarioOutcome:
     return ScenarioOutcome(Scenario(), None, problems=lines)
 
 
@@ -277,9 +278,10 @@ def outcome_with(lines: list[str]) -> ScenarioOutcome:
 )
 def test_liveness_problems_have_their_own_signature_area(kind: LivenessKind, expected: str) -> None:
     problem = oracle.LivenessProblem(kind, 0, Step.CHECKPOINT, 1, 1, 7.0, 5.0)
-    assert signature(outcome_with([problem.describe()])) == expected
+    assert signature(outcome_with([problem.problem()])) == expected
     # a checkpoint-correctness problem of the same launch names the finding first
-    both = [problem.describe(), "phase 0: checkpoint 1 differs between ranks: {}"]
+    differs = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 1 differs", checkpoint=1)
+    both = [problem.problem(), differs.in_phase(0)]
     assert signature(outcome_with(both)) == "checkpoint.differs.no-resume.no-resume"
 
 

@@ -1,0 +1,130 @@
+"""What an oracle or the runner found wrong, as a value made where it is found.
+
+A finding's signature (``explore.signature``), the known defects (``explore.known``) and the
+reports read a problem's fields; its ``text`` is for people and is never parsed back, so
+rewording a message changes no signature and no rule order decides an area.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+
+class Area(StrEnum):
+    """Which oracle or step failed, in order of precedence: the first names a finding."""
+
+    REFERENCE = "reference"
+    """The uninterrupted run the others are compared with failed."""
+    LAUNCH = "launch"
+    """A launch failed that should not have (the kind is the first failure's error type)."""
+    REFUSAL = "refusal"
+    """A launch meant to be refused was not, or not with the expected error."""
+    CRASH = "crash"
+    """A launch with rank faults did not end as scheduled."""
+    RESTART = "restart"
+    """A launch torchrun restarted did not restart as scheduled."""
+    FAULT = "fault"
+    """The fault oracle (``oracles.faults``): a faulted round ended in none of its outcomes."""
+    BATCHES_IDENTICAL = "batches-identical"
+    """The global-batch oracle under the exact contract."""
+    BATCHES_MID_WINDOW = "batches-mid-window"
+    """The global-batch oracle under the mid-window contract."""
+    CHECKPOINT = "checkpoint"
+    """The checkpoint oracle (``oracles.checkpoints``)."""
+    POLICY = "policy"
+    """The retry-policy oracle (``oracles.policies``)."""
+    LIVENESS = "liveness"
+    """Zephon's timing promises (``oracles.liveness``)."""
+
+    @property
+    def precedence(self) -> int:
+        return list(Area).index(self)
+
+
+class Kind(StrEnum):
+    """The problem within its area. A launch's kind is also the error type that failed it."""
+
+    # launch, reference
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    # refusal
+    ACCEPTED = "accepted"
+    HANG = "hang"
+    WRONG_ERROR = "wrong-error"
+    # crash
+    NO_END = "no-end"
+    EARLY_FAILURE = "early-failure"
+    LOST_CHECKPOINT = "lost-checkpoint"
+    CHECKPOINT = "checkpoint"
+    # restart
+    FAULT_NEVER_FIRED = "fault-never-fired"
+    NO_RESTART = "no-restart"
+    WRONG_RESTORE = "wrong-restore"
+    # fault (also HANG, LOST_CHECKPOINT)
+    NO_EVIDENCE = "no-evidence"
+    SLOW_FAILURE = "slow-failure"
+    NO_CAUSE = "no-cause"
+    NOT_ENDED = "not-ended"
+    NO_RECORD = "no-record"
+    INCONSISTENT = "inconsistent"
+    MOVED = "moved"
+    CHANGED_ON_DISK = "changed-on-disk"
+    # batches (in order of precedence within the area)
+    MISSING = "missing"
+    DUPLICATED = "duplicated"
+    LANE_COUNT = "lane-count"
+    UNKNOWN_LANES = "unknown-lanes"
+    WINDOW = "window"
+    DIVERGENT = "divergent"
+    DP_GROUP_DIVERGED = "dp-group-diverged"
+    # checkpoint (also FAILED)
+    NONE = "none"
+    MISSING_RECORD = "missing-record"
+    DIFFERS = "differs"
+    COVERAGE = "coverage"
+    NO_WARNING = "no-warning"
+    SPURIOUS_WARNING = "spurious-warning"
+    # policy
+    ON_TIME_FAILURE = "on-time-failure"
+    MISALIGNED = "misaligned"
+    PERSISTED_FAILED = "persisted-failed"
+    MISSING_FILE = "missing-file"
+    # liveness
+    SLOW_PROPAGATION = "slow-propagation"
+    UNBOUNDED_WAIT = "unbounded-wait"
+
+
+BATCH_KINDS = (
+    Kind.MISSING,
+    Kind.DUPLICATED,
+    Kind.LANE_COUNT,
+    Kind.UNKNOWN_LANES,
+    Kind.WINDOW,
+    Kind.DIVERGENT,
+)
+"""The global-batch oracle's kinds, the first present naming a violation of the contract."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem. ``kind`` is a :class:`Kind`, or for a launch the error type that failed it
+    (``RuntimeError``); ``phase``, ``checkpoint`` and ``rank`` say where, when known."""
+
+    area: Area
+    kind: str
+    text: str
+    phase: int | None = None
+    checkpoint: int | None = None
+    rank: int | None = None
+    evidence: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.text
+
+    def in_phase(self, phase: int) -> Problem:
+        """The problem an oracle found in one launch, as the scenario's launch ``phase``."""
+        return replace(self, phase=phase, text=f"phase {phase}: {self.text}")
+
+    def is_(self, area: Area, *kinds: str) -> bool:
+        return self.area is area and (not kinds or self.kind in kinds)
