@@ -1,0 +1,142 @@
+"""What the launches so far hand on to the next: kept batches, lane counts, the
+checkpoint to restore; and a launch torchrun restarted, judged and kept up to its restore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from zephon_chaos.launch import GroupResult
+from zephon_chaos.oracles import checkpoints as ckpt_oracle
+from zephon_chaos.oracles.global_batches import (
+    PhaseRecords,
+    lane_streams,
+)
+from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.runner.outcome import PhaseRun, ResumeFact, ScenarioOutcome
+from zephon_chaos.scenario import Scenario
+from zephon_chaos.workload.records import RankRecord, read_phase
+from zephon_chaos.workload.spec import WorkloadSpec
+
+
+@dataclass
+class _Resume:
+    """What the phases so far hand on: kept batches, lane counts, the checkpoint to restore."""
+
+    kept: list[PhaseRecords] = field(default_factory=list)
+    expected: dict[int, int] = field(default_factory=dict)
+    """Per lane, the batches delivered up to the checkpoint restored next (since the start)."""
+    restore_from: str | None = None
+    taken_at: int | None = None
+    taken_tp: int = 1
+    taken_mid_window: bool = False
+    exact: bool = True
+    resumes: list[ResumeFact] = field(default_factory=list)
+
+    def cumulative(self, records: list[RankRecord]) -> list[RankRecord]:
+        """Lane counts of checkpoints since the run's start (Zephon's view), not the launch's."""
+        for rec in records:
+            for ev in rec.checkpoints:
+                ev.lane_counts = {
+                    lane: self.expected.get(lane, 0) + n for lane, n in ev.lane_counts.items()
+                }
+        return records
+
+    def resumed(self, phase: int, world_size: int, tp: int = 1) -> None:
+        if self.restore_from is None or self.taken_at is None:
+            return
+        fact = ResumeFact(
+            phase, self.taken_at, world_size, self.taken_mid_window, self.taken_tp, tp
+        )
+        self.resumes.append(fact)
+        if fact.mid_window and fact.relaid:  # same DP groups: each keeps its lanes' order
+            self.exact = False
+
+    def keep(self, run: PhaseRun, index: int) -> None:
+        facts = next(f for f in run.checkpoints.facts if f.index == index)
+        self.kept.append(
+            PhaseRecords(run.phase.world_size, run.records, index + 1, run.phase.tp)
+        )
+        self.expected.update(facts.lane_counts)
+        self.restore_from = str(run.spec.checkpoint_path(index))
+        self.taken_at = run.phase.world_size
+        self.taken_tp = run.phase.tp
+        self.taken_mid_window = facts.mid_window
+
+    def keep_all(self, run: PhaseRun, lanes: range, reference: list[RankRecord]) -> None:
+        """The last phase: everything; each lane ``steps`` more, or all of it if both ran dry."""
+        self.kept.append(PhaseRecords(run.phase.world_size, run.records, None, run.phase.tp))
+        dry = all(r.exhausted_after is not None for r in run.records + reference)
+        ref_lengths = {lane: len(b) for lane, b in lane_streams(reference).items()}
+        for lane in lanes:
+            if dry:
+                self.expected[lane] = ref_lengths.get(lane, 0)
+            else:
+                self.expected[lane] = self.expected.get(lane, 0) + run.phase.steps
+
+
+def restarted_attempt(
+    scenario: Scenario,
+    i: int,
+    spec: WorkloadSpec,
+    result: GroupResult,
+    track: _Resume,
+    outcome: ScenarioOutcome,
+) -> tuple[Path, WorkloadSpec]:
+    """Judge attempt 0 of a launch torchrun restarted and keep its batches up to the
+    checkpoint attempt 1 resumed; return the folder and spec of the last attempt.
+
+    Attempt 0's rank fault must have fired, its checkpoints before the fault completed and
+    persisted (``faults.restart.latest_checkpoint`` is what attempt 1 restores), and every
+    rank of attempt 1 must have restored that one.
+    """
+    from zephon_chaos.faults.restart import attempt_dir, restored_from
+
+    phase, out = scenario.phases[i], Path(spec.out_dir)
+    c = scenario.canonical_replicas(i)
+    records = track.cumulative(read_phase(out, phase.world_size))
+    run0 = PhaseRun(i, phase, spec, result, records, ckpt_oracle.check(records, c))
+    where = f"phase {i}"
+
+    def restart(kind: Kind, text: str, checkpoint: int | None = None) -> None:
+        outcome.problems.append(Problem(Area.RESTART, kind, text, phase=i, checkpoint=checkpoint))
+
+    if not any(ev.get("kind") == "fault" for rec in records for ev in rec.events):
+        restart(Kind.FAULT_NEVER_FIRED, f"{where}: attempt 0's rank fault never fired")
+    attempts = sorted(
+        int(p.name.removeprefix("restart"))
+        for p in out.glob("restart*")
+        if p.name.removeprefix("restart").isdigit()
+    )
+    if not attempts:
+        restart(Kind.NO_RESTART, f"{where}: torchrun restarted no worker: {result.summary()}")
+        return out, spec
+    kept = scenario.restart_kept(i)
+    marks = sorted({(cp.step, cp.extra) for cp in phase.checkpoints})
+    index = None if kept is None else marks.index((kept.step, kept.extra))
+    expected_restore = spec.restore_from
+    if index is not None:
+        facts = {f.index: f for f in run0.checkpoints.facts}
+        for j in range(index + 1):
+            f = facts.get(j)
+            if f is None or f.failed or 0 not in f.ok_ranks:
+                restart(
+                    Kind.LOST_CHECKPOINT,
+                    f"{where}: checkpoint {j} of attempt 0, due before the fault, did not complete",
+                    j,
+                )
+                return out, spec
+        track.resumed(i, phase.world_size)
+        track.keep(run0, index)
+        expected_restore = str(spec.checkpoint_path(index))
+    last = attempts[-1]
+    later = replace(spec, out_dir=str(attempt_dir(out, last)), restore_from=expected_restore)
+    restored = restored_from(attempt_dir(out, last), phase.world_size)
+    if restored != {expected_restore}:
+        restart(
+            Kind.WRONG_RESTORE,
+            f"{where}: attempt {last} restored {sorted(map(str, restored))}, not the latest "
+            f"checkpoint attempt 0 persisted ({expected_restore})"
+        )
+    return attempt_dir(out, last), later
