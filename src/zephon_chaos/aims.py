@@ -32,6 +32,7 @@ class AimKind(enum.Enum):
     LAG = "lag"
     RESTART = "torchrun restart"
     SETTING = "pipeline setting"
+    LAYOUT = "DP x TP layout change"
 
 
 SETTINGS = ("mtp", "process")
@@ -40,6 +41,17 @@ both start worker processes, drawn about one time in twenty)."""
 SETTING_LAUNCHES = 2
 """Launches an aimed setting keeps: every launch of a worker-process pipeline imports torch in
 each worker, so its scenario runs minutes; two launches still resume once."""
+
+
+LAYOUT_PAIRS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "dp-only": ((1, 2), (2, 2)),
+    "tp-only": ((1, 1), (1, 2)),
+    "both": ((2, 1), (1, 2)),
+}
+"""What a ``LAYOUT`` aim's resume does to (DP groups, TP ranks), at the fewest ranks: DP
+grows with TP 2 fixed (2 -> 4 ranks), TP grows with one DP group (1 -> 2), or both change (2
+ranks each). A downstream trainer resumes onto another mesh this way; a plain draw gives two
+tp > 1 launches whose DP differs rarely (none in an 8-minute downstream run)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,8 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
         mtp = aim.action == SETTINGS[0]
         setting = replace(p, mtp_mode=True) if mtp else replace(p, runner="process")
         return scenario.with_(pipeline=setting, phases=scenario.phases[:SETTING_LAUNCHES])
+    if aim.kind is AimKind.LAYOUT:
+        return _relaid(scenario, aim.action, draws)
     pipeline = replace(
         p,
         aggregation=aim.aggregation,
@@ -149,6 +163,36 @@ def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
         stall = draws.stall_s if aim.action == "sigstop" else 1.0
         return replace(cleared, store_faults=(StoreFault(aim.action, aim.point, stall),))
     return replace(cleared, sync="free", lags=(RankLag(rank, checkpoint=0),))
+
+
+def _relaid(s: Scenario, change: str, draws: Draws) -> Scenario:
+    """``s``'s first two launches laid out as ``LAYOUT_PAIRS[change]`` (the other way round
+    for an odd drawn rank), the first checkpointing for the second to restore, and C even so
+    that two DP groups divide it; the other drawn choices of both launches kept."""
+    pair = LAYOUT_PAIRS[change]
+    before, after = reversed(pair) if draws.rank % 2 else pair
+    c = s.pipeline.canonical_replicas
+    pipeline = replace(s.pipeline, canonical_replicas=c if c % 2 == 0 else 2 * c)
+    first, second = s.phases[0], s.phases[1] if len(s.phases) > 1 else s.phases[0]
+    steps = max(1, first.steps)
+    launches = (
+        replace(first, steps=steps, checkpoints=first.checkpoints or (CheckpointAt(steps),)),
+        replace(second, max_restarts=0),
+    )
+    laid = tuple(
+        replace(
+            ph,
+            world_size=dp * tp,
+            tp=tp,
+            canonical_replicas=None,
+            expect_failure=False,
+            expect_error="",
+            rank_faults=(),
+            store_faults=(),
+        )
+        for ph, (dp, tp) in zip(launches, (before, after), strict=True)
+    )
+    return s.with_(pipeline=pipeline, phases=laid)
 
 
 def link_attributes(toxic: str, latency_ms: int) -> dict[str, int]:

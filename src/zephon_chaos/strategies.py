@@ -371,14 +371,14 @@ def _aim(
 ) -> Scenario:
     """``scenario`` with one launch (drawn) aimed at one of ``aims``, and each other launch,
     three times in four, at one of the aims of the same aggregation (one pipeline serves all).
-    A setting aim (``mtp_mode``, a process runner) is the scenario's only one."""
+    A setting aim (``mtp_mode``, a process runner) or a layout aim is the scenario's only one."""
     if draw(_weighted(AIM_CHOICES, odds)) == AIM_CHOICES[0]:
         return scenario
     first = _one_aim(draw, aims)
-    if first.kind is AimKind.SETTING:
-        return aimed(scenario, 0, first, Draws())
+    if first.kind in WHOLE_SCENARIO_AIMS:
+        return aimed(scenario, 0, first, Draws(rank=draw(_ints(0, 3))))
     same = tuple(
-        a for a in aims if a.aggregation == first.aggregation and a.kind is not AimKind.SETTING
+        a for a in aims if a.aggregation == first.aggregation and a.kind not in WHOLE_SCENARIO_AIMS
     )
     where = draw(_ints(0, len(scenario.phases) - 1))
     for i in range(len(scenario.phases)):
@@ -394,6 +394,10 @@ def _aim(
         if aim is not None:
             scenario = aimed(scenario, i, aim, draws)
     return scenario
+
+
+WHOLE_SCENARIO_AIMS = (AimKind.SETTING, AimKind.LAYOUT)
+"""Aims that set the scenario's pipeline or its launches' layouts, not one launch's fault."""
 
 
 def _one_aim(draw: st.DrawFn, aims: tuple[Aim, ...]) -> Aim:

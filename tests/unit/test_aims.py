@@ -1,16 +1,20 @@
-"""Aims: an aimed launch lands in its fault cell, and the search aims at what it reached least."""
+"""Aims: an aimed launch lands in its cell, and the search aims at what it reached least."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zephon_chaos.aims import SETTING_LAUNCHES, Aim, AimKind
+from zephon_chaos.aims import LAYOUT_PAIRS, SETTING_LAUNCHES, Aim, AimKind, Draws, aimed
 from zephon_chaos.explore.space import Cell, aim_at, aims, cells_of, declare
-from zephon_chaos.scenario import Scenario
-from zephon_chaos.scenario_rules import violations
+from zephon_chaos.inproc import inproc_runner
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.strategies import scenarios
+from zephon_chaos.workload.spec import PipelineSpec
 
 ALWAYS = (0, 1)
 """Aim odds (free, aimed) that aim every scenario."""
@@ -104,6 +108,26 @@ def _group(c: Cell) -> tuple[str, ...]:
     return aim.group
 
 
-def test_a_space_without_fault_cells_has_no_aims() -> None:
+def test_a_space_without_fault_cells_aims_only_at_layout_changes() -> None:
     space = declare("inproc", faults=False, store_faults=False)
-    assert aims(space, {}) == ()
+    assert {a.kind for a in aims(space, {})} == {AimKind.LAYOUT}
+    assert {a.action for a in aims(space, {})} == set(LAYOUT_PAIRS)
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["grow", "shrink"])
+@pytest.mark.parametrize("change", sorted(LAYOUT_PAIRS))
+def test_a_layout_aim_resumes_onto_the_other_mesh_with_identical_batches(
+    tmp_path: Path, change: str, reverse: bool
+) -> None:
+    drawn = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=3), phases=(Phase(3, 2), Phase(1, 2))
+    )
+    scenario = normalised(aimed(drawn, 0, Aim(AimKind.LAYOUT, change), Draws(rank=int(reverse))))
+    assert violations(scenario) == []
+    before, after = LAYOUT_PAIRS[change][::-1] if reverse else LAYOUT_PAIRS[change]
+    assert [(ph.dp, ph.tp) for ph in scenario.phases] == [before, after]
+    with inproc_runner(tmp_path) as runner:
+        outcome = runner.run(scenario)
+    assert outcome.ok, outcome.report()
+    [resume] = outcome.resumes
+    assert (resume.from_world, resume.to_world) == (before[0] * before[1], after[0] * after[1])

@@ -576,6 +576,14 @@ def rarity(cells: Iterable[Cell], counts: Mapping[Cell, int], space: Space | Non
     )
 
 
+LAYOUT_AIMS = {
+    LayoutChange.DP_ONLY: "dp-only",
+    LayoutChange.TP_ONLY: "tp-only",
+    LayoutChange.BOTH: "both",
+}
+"""Each layout change's pair of layouts (``aims.LAYOUT_PAIRS``)."""
+
+
 def aim_at(c: Cell) -> Aim | None:
     """The aim that lands a launch in fault cell ``c``; None for a cell no aim targets."""
     v = c.value
@@ -593,6 +601,8 @@ def aim_at(c: Cell) -> Aim | None:
         return Aim(AimKind.LAG, retry=v[1], role=v[0])  # type: ignore[arg-type]
     if c.dim is Dim.RESTARTS and v[0] != str(RESTART_CHOICES[0]):
         return Aim(AimKind.RESTART, RESTART_ACTIONS[1], AT_STEP)
+    if c.dim is Dim.LAYOUT_CHANGE:
+        return Aim(AimKind.LAYOUT, LAYOUT_AIMS[LayoutChange(v[0])])
     if c.dim is Dim.MTP and v[0] == MTP_CHOICES[1]:
         return Aim(AimKind.SETTING, SETTINGS[0])
     if c.dim is Dim.RUNNER and v[0] == RUNNER_CHOICES[2]:
