@@ -93,8 +93,8 @@ def validation_examples_per_s(examples: int) -> tuple[int, float] | None:
         from hypothesis import HealthCheck, given, settings
 
         from zephon_chaos.validation.configs import zephon_configs
+        from zephon_chaos.validation.judge import compare, predict
         from zephon_chaos.validation.probe import Endpoints, probe
-        from zephon_chaos.validation.rules import compare, predict
     except ImportError:
         return None
     count = 0

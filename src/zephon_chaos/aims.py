@@ -17,8 +17,15 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
-from zephon_chaos.scenario_rules import COLLECTIVE_FORMATS, laid_out_tp
-from zephon_chaos.workload.spec import AT_STEP, CheckpointAt, RankFault, RankLag, Retry
+from zephon_chaos.scenario_rules import laid_out_tp
+from zephon_chaos.workload.spec import (
+    AT_STEP,
+    COLLECTIVE_FORMATS,
+    CheckpointAt,
+    RankFault,
+    RankLag,
+    Retry,
+)
 
 Role = Literal["leader", "follower"]
 

@@ -39,7 +39,7 @@ from zephon_chaos.scenario_rules import (
 from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
 from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
 from zephon_chaos.scenario_rules import collective as collective  # re-exported
-from zephon_chaos.validation.rules import (
+from zephon_chaos.validation.values import (
     AGGREGATE_COMPRESSORS,
     AGGREGATE_SERIALIZERS,
     SHUTDOWN_MODES,
@@ -127,7 +127,7 @@ would block in DCP's collective save, which the fault oracles' verdicts do not m
 SERIALIZER_CHOICES = AGGREGATE_SERIALIZERS
 COMPRESSOR_CHOICES = AGGREGATE_COMPRESSORS
 CODEC_ODDS = (3, 1)
-"""Zephon's default codec three times in four; values from ``validation.rules``."""
+"""Zephon's default codec three times in four; values from ``validation.values``."""
 AGGREGATE_TIMEOUTS_S = (30.0, 180.0)
 """The spec's default, then Zephon's. Shorter ones belong to link-fault scenarios (which
 set their own): a round can wait that long for a rank whose worker processes still start."""

@@ -9,7 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zephon_chaos.aims import LAYOUT_PAIRS, SETTING_LAUNCHES, Aim, AimKind, Draws, aimed
-from zephon_chaos.explore.space import Cell, aim_at, aims, cells_of, declare
+from zephon_chaos.explore.aiming import aim_at, aims
+from zephon_chaos.explore.cells import Cell
+from zephon_chaos.explore.landing import cells_of
+from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.scenario_rules import normalised, violations

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, Phase, find, settings
 
+from zephon_chaos.explore.cells import Dim, LayoutChange, Why, cell
+from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.signature import signature
-from zephon_chaos.explore.space import Dim, LayoutChange, Why, cell, cells_of, declare
+from zephon_chaos.explore.space import declare
 from zephon_chaos.oracles.global_batches import Verdict
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ResumeFact, ScenarioOutcome, _Resume

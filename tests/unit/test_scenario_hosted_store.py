@@ -9,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import Phase as HPhase
 
-from zephon_chaos.explore.space import Dim, Relaunch, cell, cells_of, declare
+from zephon_chaos.explore.cells import Dim, Relaunch, cell
+from zephon_chaos.explore.landing import cells_of
+from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc.launcher import inproc_refusal
 from zephon_chaos.scenario import Phase, Scenario, ScenarioError, StoreFault
 from zephon_chaos.scenario_rules import normalised, violations

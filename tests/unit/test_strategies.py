@@ -35,7 +35,7 @@ from zephon_chaos.strategies import (
     persist_odds,
     scenarios,
 )
-from zephon_chaos.validation.rules import (
+from zephon_chaos.validation.values import (
     AGGREGATE_COMPRESSORS,
     AGGREGATE_SERIALIZERS,
     SHUTDOWN_MODES,

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from zephon_chaos.explore.space import Dim, LayoutChange, cells_of
+from zephon_chaos.explore.cells import Dim, LayoutChange
+from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.oracles.dp_groups import divergences
 from zephon_chaos.scenario import Phase, Scenario

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given
 
 from zephon_chaos.validation.configs import property_settings, zephon_configs
+from zephon_chaos.validation.judge import compare, predict
 from zephon_chaos.validation.model import Moment, ZephonConfig
 from zephon_chaos.validation.probe import Endpoints, probe
-from zephon_chaos.validation.rules import ZEPHON_RULES, ZephonRule, compare, predict
+from zephon_chaos.validation.rules import ZEPHON_RULES, ZephonRule
 
 pytestmark = pytest.mark.cpu
 

@@ -18,11 +18,12 @@ from pathlib import Path
 
 from zephon_chaos.errors import InvalidInput
 from zephon_chaos.explore.budget import format_duration
+from zephon_chaos.explore.cells import Cell, Dim, Why
 from zephon_chaos.explore.database import LOCAL_COPY
 from zephon_chaos.explore.findings import Finding, FindingLabel, Section, size_key
 from zephon_chaos.explore.report import SECTION_MEANING, Coverage, TierStats
 from zephon_chaos.explore.shard import Shard
-from zephon_chaos.explore.space import Cell, Declared, Dim, Space, Why
+from zephon_chaos.explore.space import Declared, Space
 from zephon_chaos.explore.summary_json import (
     SUMMARY_JSON,
     CellFacts,

@@ -8,11 +8,13 @@ from pathlib import Path
 
 from zephon_chaos.explore.activity import Activity
 from zephon_chaos.explore.budget import format_duration
+from zephon_chaos.explore.cells import Cell, Dim, Why
 from zephon_chaos.explore.codecov import MEASURE_EVERY, NotMeasured, ZephonCoverage
 from zephon_chaos.explore.codecov import write_files as write_codecov
 from zephon_chaos.explore.findings import Finding, Section
+from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.liveness_table import LivenessTally
-from zephon_chaos.explore.space import Cell, Declared, Dim, Space, Why, cells_of, declare
+from zephon_chaos.explore.space import Declared, Space, declare
 from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario

@@ -1,27 +1,35 @@
-"""The declared scenario space: every cell the strategies can draw, and where a scenario lands.
+"""The declared scenario space: every cell the strategies can draw, and why not where not.
 
 The cells come from the strategies' own constants (``zephon_chaos.strategies``), so a value
 added to a strategy constant adds its cell here. A cell the strategies cannot reach for a
-run's tier and options carries the reason (:class:`Why`); an exploration's counts map onto
-the cells (:func:`cells_of`), so a report shows what never ran as well as what did.
+run's tier and options carries the reason (``cells.Why``); an exploration's counts map onto
+the cells (``landing.cells_of``), so a report shows what never ran as well as what did.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from functools import cached_property
 
-from zephon_chaos.aims import SETTINGS, Aim, AimKind
+from zephon_chaos.explore.cells import (
+    FAULT_OUTCOMES,
+    ROLES,
+    ROUND_POINTS,
+    START,
+    Cell,
+    Checkpoint,
+    Dim,
+    LayoutChange,
+    Relaunch,
+    Trajectory,
+    Why,
+    cell,
+    layout_change,
+)
 from zephon_chaos.faults.dir_interposer import absent_on_dir
-from zephon_chaos.faults.round_faults import RoundFaultLaunch
-from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
-from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Scenario
+from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING
 from zephon_chaos.scenario_rules import (
     PROCESS_ENDING_ACTIONS,
-    RESTART_ACTIONS,
     STALLING_TOXICS,
 )
 from zephon_chaos.strategies import (
@@ -66,132 +74,6 @@ from zephon_chaos.strategies import (
 )
 from zephon_chaos.workload.spec import AT_STEP, RETRIES, ROUND_PHASES
 
-START = "start"
-"""A link fault from the launch's start rather than at a round point."""
-ROUND_POINTS: tuple[str, ...] = (START, *ROUND_PHASES)
-FAULT_OUTCOMES: tuple[str, ...] = (COMPLETED, FAILED, SPLIT, SPLIT_RESOLVED, FINDING)
-ROLES: tuple[str, ...] = ("leader", "follower")
-
-
-class Dim(Enum):
-    """A dimension of the space; its value is the label reports show."""
-
-    LAUNCHES = "launches"
-    WORLD_SIZE = "world size"
-    TP = "tp (ranks per DP group)"
-    LAYOUT_CHANGE = "DP x TP layout change across a resume"
-    LAUNCH_PATH = "launch path"
-    RUNNER = "runner"
-    MTP = "mtp_mode"
-    MAPPING = "mapping"
-    AGGREGATION = "aggregation"
-    PERSISTENCE = "persistence"
-    SERIALIZER = "aggregate_serializer"
-    COMPRESSOR = "aggregate_compressor"
-    TIMEOUT = "aggregate_timeout_s"
-    PREFETCH = "prefetch_batches"
-    SHUTDOWN = "shutdown_mode"
-    RUN_ID = "run_id"
-    DATA = "data (kind, exhaustion)"
-    CHECKPOINT = "checkpoint"
-    TRAJECTORY = "trajectory"
-    RELAUNCH = "relaunch"
-    RESUME = "resume (topology, window)"
-    RANK_FAULT = "rank fault"
-    RANK_FAULT_POINT = "rank fault (action, step or round point, aggregation, retry)"
-    RANK_FAULT_ROLE = "rank fault at a round point (point, rank role)"
-    RANK_FAULT_OUTCOME = "rank fault at a round point: outcome"
-    STORE_FAULT = "store fault (toxic, point, aggregation, retry)"
-    STORE_FAULT_ROLE = "store fault (point, rank role)"
-    STORE_FAULT_OUTCOME = "store fault outcome"
-    SYNC = "sync (how ranks arrive at a checkpoint)"
-    LAG = "lag (who is late, policy after the late round)"
-    HOSTED_STORE_FAULT = "hosted store fault (action, round point)"
-    HOSTED_STORE_OUTCOME = "hosted store fault outcome"
-    RESTARTS = "torchrun --max-restarts"
-
-
-class Checkpoint(Enum):
-    STEP_0 = "at step 0, before the first batch"
-    BOUNDARY = "on a step boundary"
-    MID_WINDOW = "mid-window (step + extra batches)"
-    AFTER_DRY = "after the data ran out"
-
-
-class Trajectory(Enum):
-    SAME = "same size"
-    GROWTH = "growth"
-    SHRINK = "shrink"
-    NOT_DIVIDING = "G does not divide C"
-    ABOVE_C = "G > C (refusal expected)"
-
-
-class LayoutChange(Enum):
-    """How a resume changes a DP x TP layout (beside plain resizes of one rank per group)."""
-
-    DP_ONLY = "DP changes, TP fixed (> 1)"
-    TP_ONLY = "TP changes, DP fixed"
-    BOTH = "DP and TP change"
-
-
-class Relaunch(Enum):
-    AFTER_CRASH = "after a crash"
-    SAME_CHECKPOINT = "after a crash before any checkpoint: from the same checkpoint"
-    SAME_RUN_ID = "after a crash before any checkpoint: same checkpoint, same run_id"
-    SURVIVING_STORE = "after a crash or a failed round, against the hosted store it left"
-
-
-class Why(Enum):
-    """Why the strategies cannot reach a cell for this run's tier and options."""
-
-    THREADS_NO_LAUNCH_PATH = "threads have no torchrun launch path (standalone only)"
-    THREADS_NO_WORKERS = "threads start no worker processes (runner process, mtp_mode)"
-    THREADS_NO_PROCESS_FAULT = "a signal or exit ends a process; in-process ranks are threads"
-    NO_ODDS = "the strategies give it no odds on this tier and profile"
-    THREADS_NO_PROCESS_GROUP = "dcp saves over a process group: in-process ranks have none"
-    DCP_WITH_LINK_FAULTS = "no dcp beside link faults: a split outcome would block its save"
-    FAULTS_OFF = "rank faults are off for this run"
-    ONE_LAUNCH = "max_phases is 1: nothing is relaunched or resumed"
-    ONE_WORLD_SIZE = "max_world is 1: one size, dividing every C, never above C"
-    THREAD_STALL = (
-        "a stalled link holds a rank thread inside the C++ store client until the launch's "
-        "deadline: the in-process tier draws no stalling toxic (torchrun does)"
-    )
-    STORE_FAULTS_OFF = "store faults are off (explore --store-faults)"
-    ENDS_GROUP = (
-        "an exit, SIGKILL or SIGTERM ends its rank, and torchrun's agent the group, before any "
-        "round could fail and be retried: such a launch's retry policy is always none"
-    )
-    ONE_RANK = "a link fault needs two ranks: a single rank never contacts the store"
-    DIR_NO_STORE = "aggregate_dir has no store traffic to fault"
-    DIR_NO_PARTICIPANTS = (
-        "aggregate_dir has no participants write: the leader lists the round's shard files"
-    )
-    RESET_AT_START = "a reset at start resets nothing: the strategies move it to the first round"
-    LEADER_ONLY = "only the leader (rank 0) announces a round and publishes its outcome"
-    FOLLOWER_ONLY = "only followers acknowledge; the leader writes no ack"
-    TP_ABOVE_WORLD = "no world size up to max_world holds a DP group of that many ranks"
-    NO_SUCH_LAYOUTS = "no two layouts up to max_world differ that way"
-    THREADS_START_TOGETHER = (
-        "threads start together and never meet: in process 'free' means what 'lockstep' means"
-    )
-    LAG_NEEDS_TWO = "a lag needs two ranks: one is late for the other"
-    STOP_AT_STEP = "a stop at a step has nothing to continue it: drawn at round points only"
-    RETRY_NEEDS_ROUND = "a retry policy needs a failed round; a step fault ends the launch"
-    HOSTED_STORE_INPROC = "the hosted store is faulted as a process of its own (torchrun tier)"
-    THREADS_NO_AGENT = "torchrun's agent restarts the workers; rank threads have no agent"
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One value (or combination of values) of one dimension."""
-
-    dim: Dim
-    value: tuple[str, ...]
-
-    def label(self) -> str:
-        return ", ".join(self.value)
-
 
 @dataclass(frozen=True)
 class Declared:
@@ -228,10 +110,6 @@ class Space:
     def dims(self) -> list[Dim]:
         """The dimensions in declaration order."""
         return list(dict.fromkeys(d.cell.dim for d in self.cells))
-
-
-def cell(dim: Dim, *value: object) -> Cell:
-    return Cell(dim, tuple(str(v) for v in value))
 
 
 def _first(*reasons: Why | None) -> Why | None:
@@ -417,16 +295,6 @@ def _tp_reason(tp: int, max_world: int) -> Why | None:
     return Why.TP_ABOVE_WORLD if tp > max_world else None
 
 
-def layout_change(before: tuple[int, int], after: tuple[int, int]) -> LayoutChange | None:
-    """How (dp, tp) ``before`` becomes ``after``; None when unchanged or one rank per group."""
-    (dp0, tp0), (dp1, tp1) = before, after
-    if max(tp0, tp1) == 1 or (dp0, tp0) == (dp1, tp1):
-        return None
-    if tp0 == tp1:
-        return LayoutChange.DP_ONLY
-    return LayoutChange.TP_ONLY if dp0 == dp1 else LayoutChange.BOTH
-
-
 def _change_reason(change: LayoutChange, max_world: int) -> Why | None:
     layouts = [(w // t, t) for w in range(1, max_world + 1) for t in TP_CHOICES if w % t == 0]
     found = any(layout_change(a, b) is change for a in layouts for b in layouts)
@@ -453,178 +321,6 @@ def _role_reason(point: str, role: str) -> Why | None:
     return None
 
 
-# ---- where a scenario lands ----------------------------------------------------------------
-def cells_of(scenario: Scenario, outcome: ScenarioOutcome | None) -> set[Cell]:
-    """The cells ``scenario`` (and what its run showed) exercised; each once."""
-    return set(_cells(scenario, outcome))
-
-
-def _cells(scenario: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
-    p = scenario.pipeline
-    yield cell(Dim.LAUNCHES, len(scenario.phases))
-    yield cell(Dim.RUNNER, p.runner)
-    yield cell(Dim.MTP, MTP_CHOICES[1] if p.mtp_mode else MTP_CHOICES[0])
-    yield cell(Dim.MAPPING, p.mapping)
-    yield cell(Dim.AGGREGATION, p.aggregation)
-    yield cell(Dim.PERSISTENCE, scenario.persist_format)
-    yield cell(Dim.SERIALIZER, p.aggregate_serializer)
-    yield cell(Dim.COMPRESSOR, p.aggregate_compressor)
-    yield cell(Dim.TIMEOUT, p.aggregate_timeout_s)
-    yield cell(Dim.PREFETCH, p.prefetch_batches)
-    yield cell(Dim.SHUTDOWN, p.shutdown_mode)
-    yield cell(Dim.RUN_ID, scenario.run_id_policy)
-    for src in scenario.data.sources:
-        yield cell(Dim.DATA, src.kind, src.exhausted)
-    yield from _phase_cells(scenario)
-    if outcome is not None:
-        yield from _outcome_cells(outcome)
-
-
-def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
-    previous: int | None = None
-    laid_out: tuple[int, int] | None = None
-    for i, ph in enumerate(scenario.phases):
-        c = scenario.canonical_replicas(i)
-        yield cell(Dim.WORLD_SIZE, ph.world_size)
-        yield cell(Dim.TP, ph.tp)
-        yield cell(Dim.LAUNCH_PATH, ph.launch)
-        if ph.dp > c:  # Zephon counts DP groups (ranks, when tp is 1) against C
-            yield cell(Dim.TRAJECTORY, Trajectory.ABOVE_C.value)
-            continue
-        if c % ph.dp:
-            yield cell(Dim.TRAJECTORY, Trajectory.NOT_DIVIDING.value)
-        if previous is not None:
-            tr = (
-                Trajectory.SAME
-                if ph.world_size == previous
-                else Trajectory.GROWTH
-                if ph.world_size > previous
-                else Trajectory.SHRINK
-            )
-            yield cell(Dim.TRAJECTORY, tr.value)
-        previous = ph.world_size
-        change = None if laid_out is None else layout_change(laid_out, (ph.dp, ph.tp))
-        if change is not None:
-            yield cell(Dim.LAYOUT_CHANGE, change.value)
-        laid_out = (ph.dp, ph.tp)
-        for cp in ph.checkpoints:
-            kind = (
-                Checkpoint.STEP_0
-                if (cp.step, cp.extra) == (0, 0)
-                else Checkpoint.MID_WINDOW
-                if cp.extra
-                else Checkpoint.BOUNDARY
-            )
-            yield cell(Dim.CHECKPOINT, kind.value)
-        for f in ph.rank_faults:
-            point = f.at.partition("#")[0]
-            yield cell(Dim.RANK_FAULT, f.action)
-            agg = scenario.pipeline.aggregation
-            yield cell(Dim.RANK_FAULT_POINT, f.action, point, agg, ph.retry)
-            if f.at_round:
-                yield cell(Dim.RANK_FAULT_ROLE, point, ROLES[0] if f.rank == 0 else ROLES[1])
-        yield cell(Dim.SYNC, ph.sync)
-        for lag in ph.lags:
-            yield cell(Dim.LAG, ROLES[0] if lag.rank == 0 else ROLES[1], ph.retry)
-        for pf in ph.proxy_faults:
-            point = pf.at.partition("#")[0]
-            yield cell(Dim.STORE_FAULT, pf.toxic, point, scenario.pipeline.aggregation, ph.retry)
-            yield cell(Dim.STORE_FAULT_ROLE, point, ROLES[0] if pf.rank == 0 else ROLES[1])
-        yield from _hosted_cells(scenario, i)
-        if ph.rank_faults and not ph.max_restarts and i < len(scenario.phases) - 1:
-            yield cell(Dim.RELAUNCH, Relaunch.AFTER_CRASH.value)
-            if scenario.restore_index(i) is None and i > 0:
-                yield cell(Dim.RELAUNCH, Relaunch.SAME_CHECKPOINT.value)
-                if scenario.run_id_policy == RUN_ID_POLICIES[0]:
-                    yield cell(Dim.RELAUNCH, Relaunch.SAME_RUN_ID.value)
-
-
-def _outcome_cells(outcome: ScenarioOutcome) -> Iterator[Cell]:
-    for r in outcome.resumes:
-        yield cell(
-            Dim.RESUME,
-            "resized" if r.resized else "same size",
-            "mid-window" if r.mid_window else "window boundary",
-        )
-    for run in outcome.phases:
-        if run.phase.store_faults and run.fault is not None and run.fault.verdict is not None:
-            yield cell(Dim.HOSTED_STORE_OUTCOME, run.fault.verdict.outcome)
-        elif run.fault is not None and run.fault.verdict is not None:
-            dim = (
-                Dim.RANK_FAULT_OUTCOME
-                if isinstance(run.fault, RoundFaultLaunch)
-                else Dim.STORE_FAULT_OUTCOME
-            )
-            yield cell(dim, run.fault.verdict.outcome)
-        for rec in run.records:
-            dry = rec.exhausted_after
-            if dry is not None and any(ev.after_batches >= dry for ev in rec.checkpoints):
-                yield cell(Dim.CHECKPOINT, Checkpoint.AFTER_DRY.value)
-
-
-def rarity(cells: Iterable[Cell], counts: Mapping[Cell, int], space: Space | None) -> float:
-    """How rare the rarest of ``cells`` is under ``counts``: 1 / (1 + its count), over the
-    reachable cells. The rarest, not a sum: a sum would favour scenarios with more cells,
-    that is longer ones, and slow the search down."""
-    return max(
-        (
-            1.0 / (1 + counts.get(c, 0))
-            for c in cells
-            if space is None or (c in space and space.why_not(c) is None)
-        ),
-        default=0.0,
-    )
-
-
-LAYOUT_AIMS = {
-    LayoutChange.DP_ONLY: "dp-only",
-    LayoutChange.TP_ONLY: "tp-only",
-    LayoutChange.BOTH: "both",
-}
-"""Each layout change's pair of layouts (``aims.LAYOUT_PAIRS``)."""
-
-
-def aim_at(c: Cell) -> Aim | None:
-    """The aim that lands a launch in fault cell ``c``; None for a cell no aim targets."""
-    v = c.value
-    if c.dim is Dim.RANK_FAULT_POINT:
-        return Aim(AimKind.RANK, v[0], v[1], v[2], v[3])  # type: ignore[arg-type]
-    if c.dim is Dim.STORE_FAULT:
-        return Aim(AimKind.LINK, v[0], v[1], v[2], v[3])  # type: ignore[arg-type]
-    if c.dim is Dim.HOSTED_STORE_FAULT:
-        return Aim(AimKind.HOSTED, v[0], v[1], "store_explicit")
-    if c.dim is Dim.RANK_FAULT_ROLE:
-        return Aim(AimKind.RANK, "raise", v[0], role=v[1])  # type: ignore[arg-type]
-    if c.dim is Dim.STORE_FAULT_ROLE:
-        return Aim(AimKind.LINK, "latency", v[0], role=v[1])  # type: ignore[arg-type]
-    if c.dim is Dim.LAG:
-        return Aim(AimKind.LAG, retry=v[1], role=v[0])  # type: ignore[arg-type]
-    if c.dim is Dim.RESTARTS and v[0] != str(RESTART_CHOICES[0]):
-        return Aim(AimKind.RESTART, RESTART_ACTIONS[1], AT_STEP)
-    if c.dim is Dim.LAYOUT_CHANGE:
-        return Aim(AimKind.LAYOUT, LAYOUT_AIMS[LayoutChange(v[0])])
-    if c.dim is Dim.MTP and v[0] == MTP_CHOICES[1]:
-        return Aim(AimKind.SETTING, SETTINGS[0])
-    if c.dim is Dim.RUNNER and v[0] == RUNNER_CHOICES[2]:
-        return Aim(AimKind.SETTING, SETTINGS[1])
-    return None
-
-
-def aims(space: Space, counts: Mapping[Cell, int]) -> tuple[Aim, ...]:
-    """Aims at the reachable fault cells ``counts`` never reached, in declaration order so
-    that a round's draws are reproducible; none once every one was reached (the search then
-    draws as the strategies' odds fall, steered by ``target()`` alone).
-
-    Breadth first: while some group of aims (``Aim.group``: a fault kind and action, a lag,
-    a setting) has no cell reached at all, only those groups are aimed at, so that a slow
-    tier's few scenarios exercise every kind of fault before filling in its products."""
-    aimable = [(c, a) for c in space.reachable() if (a := aim_at(c)) is not None]
-    touched = {a.group for c, a in aimable if counts.get(c, 0)}
-    holes = [a for c, a in aimable if not counts.get(c, 0)]
-    untouched = [a for a in holes if a.group not in touched]
-    return tuple(untouched or holes)
-
-
 # ---- the harness-hosted store's faults and torchrun's restarts -----------------------------
 def _hosted_declared(inproc: bool, faults: bool, max_world: int, max_phases: int) -> list[Declared]:
     """Cells of hosted-store faults, their outcomes, restarts and the surviving-store relaunch."""
@@ -649,15 +345,3 @@ def _hosted_declared(inproc: bool, faults: bool, max_world: int, max_phases: int
     relaunch = _first(off, Why.ONE_LAUNCH if max_phases < 2 else None)
     out.append(Declared(cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value), relaunch))
     return out
-
-
-def _hosted_cells(scenario: Scenario, i: int) -> Iterator[Cell]:
-    """Launch ``i``'s hosted-store fault and restarts, and a relaunch against the store a
-    crashed or failed launch left (``store_explicit``: it outlives the launches)."""
-    ph = scenario.phases[i]
-    for f in ph.store_faults:
-        yield cell(Dim.HOSTED_STORE_FAULT, f.action, f.at.partition("#")[0])
-    yield cell(Dim.RESTARTS, ph.max_restarts)
-    ended = (ph.rank_faults and not ph.max_restarts) or ph.store_faults
-    if ended and i < len(scenario.phases) - 1 and scenario.pipeline.aggregation == "store_explicit":
-        yield cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value)

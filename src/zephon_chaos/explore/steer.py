@@ -1,14 +1,14 @@
 """Steering a search round toward what the exploration has not exercised yet.
 
 One :class:`RoundSteering` per round of the search's Hypothesis property. Its ``aims()``
-name the fault cells no tier reached yet (``space.aims``); an aimed round (the explorer gives
+name the fault cells no tier reached yet (``aiming.aims``); an aimed round (the explorer gives
 them a share of its time, ``explore.config.AIM_SHARE``) lands most of its scenarios in one of
 them (``zephon_chaos.aims``), which is what empties the four-way fault cells: hill climbing
 alone reached a third of them in 15 minutes. Entering it
 declares the tier's cell space (once) and arms the measuring of Zephon's code (in-process
 tier: one scenario in ``codecov.MEASURE_EVERY``); ``observe(scenario)``, called from inside
 the property after the scenario ran, reports to Hypothesis's ``target()`` how rare the
-scenario's cells were when the round began (:func:`space.rarity`, over what every tier
+scenario's cells were when the round began (:func:`landing.rarity`, over what every tier
 reached), so the round's target phase climbs toward rare cells. The score is taken against
 the counts at the round's start: within a round it stays the same for the same scenario,
 which hill climbing needs.
@@ -22,8 +22,11 @@ from typing import Protocol
 from hypothesis import target
 
 from zephon_chaos.aims import Aim
+from zephon_chaos.explore.aiming import aims
+from zephon_chaos.explore.cells import Cell
+from zephon_chaos.explore.landing import rarity
 from zephon_chaos.explore.report import Coverage
-from zephon_chaos.explore.space import Cell, aims, declare, rarity
+from zephon_chaos.explore.space import declare
 from zephon_chaos.scenario import Scenario
 
 TARGET_LABEL = "rarity of the scenario's cells"

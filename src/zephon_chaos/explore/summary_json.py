@@ -67,11 +67,11 @@ class CellFacts:
     """A cell of the space and how many scenarios reached it (each counts once per cell)."""
 
     dim: str
-    """``space.Dim``'s member name."""
+    """``cells.Dim``'s member name."""
     value: list[str]
     count: int
     why_not: str | None = None
-    """``space.Why``'s member name where the strategies cannot reach it."""
+    """``cells.Why``'s member name where the strategies cannot reach it."""
     declared: bool = True
     """False: reached, yet outside the declared space (the space lags the strategies)."""
 

@@ -1,12 +1,14 @@
 """Run a scenario: reference and phases as real groups, then the oracles, then a verdict.
 
-``scenario_runner`` holds the loop over a scenario's launches; ``outcome`` what it gives;
-``checks`` the runner's own checks of a launch; ``resume`` what one launch hands the next.
+``scenario_runner`` holds the loop over a scenario's launches; ``fate`` how each launch
+ended (one :class:`Fate`); ``checks`` the runner's own checks of a launch; ``resume`` what
+one launch hands the next; ``outcome`` what a scenario gives.
 """
 
 from __future__ import annotations
 
 from zephon_chaos.runner.checks import crash_problems, expected_failure_problems, failed_launch
+from zephon_chaos.runner.fate import Fate, PhaseFate, phase_fate
 from zephon_chaos.runner.outcome import PhaseRun, ResumeFact, ScenarioOutcome, surviving_checkpoint
 from zephon_chaos.runner.resume import _Resume, restarted_attempt
 from zephon_chaos.runner.scenario_runner import (
@@ -19,7 +21,9 @@ from zephon_chaos.runner.scenario_runner import (
 )
 
 __all__ = [
+    "Fate",
     "Launcher",
+    "PhaseFate",
     "PhaseRun",
     "ResumeFact",
     "ScenarioOutcome",
@@ -29,6 +33,7 @@ __all__ = [
     "crash_problems",
     "expected_failure_problems",
     "failed_launch",
+    "phase_fate",
     "restarted_attempt",
     "round_fault_launch",
     "stall_deadline_s",

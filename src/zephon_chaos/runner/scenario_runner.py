@@ -24,8 +24,9 @@ from zephon_chaos.oracles.global_batches import (
     compare,
     lane_streams,
 )
-from zephon_chaos.problem import Area, Kind, Problem
-from zephon_chaos.runner.checks import crash_problems, expected_failure_problems, failed_launch
+from zephon_chaos.problem import Area
+from zephon_chaos.runner.checks import failed_launch
+from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.resume import _Resume, restarted_attempt
 from zephon_chaos.scenario import Phase, Scenario
@@ -232,78 +233,21 @@ class ScenarioRunner:
                 outcome.problems += run.liveness.found()
                 run.policy = policy_oracle.judge_run(run)
                 outcome.problems += run.policy.found()
-                if phase.expect_failure or phase.dp > c:
-                    # Refused: the next phase restores what this one was given.
-                    problems, undescribed = expected_failure_problems(i, phase, result)
-                    outcome.problems += problems
-                    outcome.harness_problems += undescribed
+                judged = phase_fate(
+                    scenario, run, LaunchFaults(stored, faulted, proxy_faults, rounds)
+                )
+                outcome.problems += judged.problems
+                outcome.harness_problems += judged.harness_problems
+                if judged.fate is Fate.REFUSED:
                     continue
                 track.resumed(i, phase.world_size, phase.tp)
-                if stored is not None:
-                    run.fault = stored
-                    outcome.problems += stored.judge(run)
-                    if not result.ok:
-                        # Failed by the store's fault: the next launch (against the same
-                        # store, restarted empty if it was killed) restores the last survivor.
-                        if run.restore_index is not None:
-                            track.keep(run, run.restore_index)
-                        continue
-                if faulted is not None:
-                    run.fault = faulted
-                    outcome.problems += proxy_faults.judge(faulted, run)
-                    proxy_faults.finish(faulted)
-                    if not result.ok and not phase.rank_faults:
-                        # Failed by its fault: the next phase restores the last complete one.
-                        if run.restore_index is not None:
-                            track.keep(run, run.restore_index)
-                        continue
-                if rounds is not None:
-                    run.fault = rounds
-                    outcome.problems += rounds.judge(run)
-                    if not result.ok:
-                        # Ended or failed by its fault: the next restores the last that survived.
-                        if run.restore_index is not None:
-                            track.keep(run, run.restore_index)
-                        continue
-                elif phase.rank_faults:
-                    index = scenario.restore_index(i)
-                    crashed = crash_problems(run, index, c)
-                    outcome.problems += crashed
-                    if index is not None and not crashed:
-                        track.keep(run, index)
-                    continue
-                if not result.ok and not result.timed_out and run.policy.failed_by_arrival:
-                    # Failed by Zephon's per-call budget (a rank called checkpoint() later than
-                    # aggregate_timeout_s after another): the next launch restores the last
-                    # checkpoint every rank got.
-                    if run.restore_index is not None:
-                        track.keep(run, run.restore_index)
-                    continue
-                skipped_all = phase.retry == "skip" and run.restore_index is None
-                if result.ok and skipped_all and i < len(scenario.phases) - 1:
-                    # Every checkpoint failed and was skipped: the next launch restores what
-                    # this one restored, as after a launch its fault failed.
-                    outcome.problems += [p.in_phase(i) for p in cps.problems]
-                    continue
-                if not result.ok:
-                    outcome.problems.append(failed_launch(Area.LAUNCH, result, i))
-                    return outcome
-                outcome.problems += [p.in_phase(i) for p in cps.problems]
-                if i == len(scenario.phases) - 1:
+                if judged.fate is Fate.LAST:
                     track.keep_all(run, range(c), reference)
                     break
-                index = run.restore_index
-                if index is None:
-                    outcome.problems.append(
-                        Problem(
-                            Area.CHECKPOINT,
-                            Kind.NONE,
-                            f"phase {i} completed no checkpoint to restore from",
-                            phase=i,
-                        )
-                    )
+                if judged.fate.cut_short:
                     return outcome
-                track.keep(run, index)
+                if judged.keep is not None:
+                    track.keep(run, judged.keep)
         finally:
             watching.close()
             if store_host is not None:

@@ -12,8 +12,9 @@ import os
 import sys
 from pathlib import Path
 
+from zephon_chaos.validation.judge import compare, predict
 from zephon_chaos.validation.probe import Endpoints, probe
-from zephon_chaos.validation.rules import ZEPHON_RULES, compare, predict
+from zephon_chaos.validation.rules import ZEPHON_RULES
 
 
 def main(argv: list[str]) -> int:

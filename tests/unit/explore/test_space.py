@@ -13,16 +13,10 @@ from hypothesis import strategies as st
 
 from zephon_chaos import strategies
 from zephon_chaos.explore import space as space_module
+from zephon_chaos.explore.cells import ROUND_POINTS, Dim, Why, cell
+from zephon_chaos.explore.landing import cells_of, rarity
 from zephon_chaos.explore.report import NEVER, Coverage
-from zephon_chaos.explore.space import (
-    ROUND_POINTS,
-    Dim,
-    Why,
-    cell,
-    cells_of,
-    declare,
-    rarity,
-)
+from zephon_chaos.explore.space import declare
 from zephon_chaos.explore.steer import RoundSteering
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.scenario_rules import PROCESS_ENDING_ACTIONS

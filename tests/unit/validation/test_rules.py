@@ -16,6 +16,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from zephon_chaos.validation.configs import zephon_configs
+from zephon_chaos.validation.doc import render_validation_doc
+from zephon_chaos.validation.judge import compare, predict
 from zephon_chaos.validation.model import (
     DEAD,
     LIVE,
@@ -29,6 +31,7 @@ from zephon_chaos.validation.model import (
     StoreUri,
     ZephonConfig,
 )
+from zephon_chaos.validation.predicates import uri_verdict
 from zephon_chaos.validation.recipe_rules import RECIPE_RULES
 from zephon_chaos.validation.rules import (
     RULES_BY_ID,
@@ -37,10 +40,6 @@ from zephon_chaos.validation.rules import (
     Citation,
     Kind,
     ZephonRule,
-    compare,
-    predict,
-    render_validation_doc,
-    uri_verdict,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -147,7 +146,7 @@ def test_doc_matches_rules() -> None:
     actual = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
     assert actual == expected, (
         "docs/validation.md differs from the rules; regenerate it with "
-        "`PYTHONPATH=src python -m zephon_chaos.validation.rules docs/validation.md`"
+        "`PYTHONPATH=src python -m zephon_chaos.validation.doc docs/validation.md`"
     )
 
 

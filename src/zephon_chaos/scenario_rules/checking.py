@@ -1,0 +1,316 @@
+"""The checking view: what a scenario breaks, each a ``Violation`` naming the field."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import astuple
+from typing import TYPE_CHECKING
+
+from zephon_chaos.workload.spec import (
+    COLLECTIVE_FORMATS,
+    ROUND_PHASES,
+    RankFault,
+)
+
+if TYPE_CHECKING:
+    from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario_rules.hosted import store_fault_violations
+from zephon_chaos.scenario_rules.predicates import (
+    CHANGED_C_ERROR,
+    LEADER_POINTS,
+    RANK_POINT_ACTIONS,
+    REFUSAL_ERROR,
+    ROUND_ONLY_ACTIONS,
+    RUN_DRY_STEPS,
+    STREAMS,
+    Refusal,
+    Violation,
+    cannot_run_dry,
+    clash,
+    is_finite,
+    lag_fits,
+    lanes_per_rank,
+    missing_point,
+    no_point_round,
+    no_round,
+    rank_point,
+    refusal,
+    restored_c,
+    retried,
+    round_point,
+    writes_point,
+)
+
+
+def violations(s: Scenario) -> list[Violation]:
+    """Every rule ``s`` breaks, launch by launch (structure is ``Scenario.validate``'s)."""
+    out: list[Violation] = [v for i in range(len(s.phases)) for v in _layout_violations(s, i)]
+    if out:  # the other rules count DP groups: they need whole ones
+        return out
+    for i in range(len(s.phases)):
+        out += _launch_violations(s, i)
+        out += store_fault_violations(s, i)
+    last = len(s.phases) - 1
+    if is_finite(s.data) and cannot_run_dry(s):
+        out.append(
+            Violation(
+                f"phases[{last}].steps",
+                f"{s.phases[last].steps} steps cannot run the finite data dry, so lanes would "
+                f"stop out of step; give the last launch more steps (say {RUN_DRY_STEPS})",
+            )
+        )
+    return out
+
+
+def _launch_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where = s.phases[i], f"phases[{i}]"
+    c = s.canonical_replicas(i)
+    why = refusal(s, i)
+    if why is not None:
+        yield from _refused_violations(ph, where, why, c, restored_c(s, i))
+        return
+    if ph.expect_failure:
+        yield Violation(
+            f"{where}.expect_failure",
+            f"Zephon accepts this launch ({ph.world_size} rank(s) <= C={c}, C unchanged), so "
+            "it must not be expected to fail",
+        )
+    if ph.expect_error:
+        yield Violation(f"{where}.expect_error", "only a launch expected to fail names an error")
+    yield from _checkpoint_violations(s, i)
+    yield from _rank_fault_violations(s, i)
+    yield from _link_fault_violations(s, i)
+    yield from _sync_violations(s, i)
+
+
+def _layout_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where, c = s.phases[i], f"phases[{i}]", s.canonical_replicas(i)
+    if ph.tp < 1 or ph.world_size % ph.tp:
+        yield Violation(
+            f"{where}.tp",
+            f"{ph.tp} must divide world_size {ph.world_size} (DP groups of tp ranks each)",
+        )
+    elif ph.tp > 1 and ph.dp <= c and c % ph.dp:
+        yield Violation(
+            f"{where}.tp",
+            f"with tp {ph.tp} the launch has {ph.dp} DP groups, and C={c} is not a multiple of "
+            "them, which the downstream adapter refuses; use tp 1 or a C that they divide",
+        )
+
+
+def _refused_violations(
+    ph: Phase, where: str, why: Refusal, c: int, before: int | None
+) -> Iterator[Violation]:
+    if not ph.expect_failure:
+        if why is Refusal.MORE_RANKS_THAN_LANES:
+            yield Violation(
+                f"{where}.world_size",
+                f"{ph.world_size} ranks exceed canonical_replicas={c}, which Zephon refuses; "
+                f"set expect_failure and expect_error {REFUSAL_ERROR!r} to check the refusal",
+            )
+        else:
+            yield Violation(
+                f"{where}.canonical_replicas",
+                f"C={c} differs from the C={before} of the checkpoint this launch restores, "
+                f"which Zephon refuses; set expect_failure and expect_error {CHANGED_C_ERROR!r}",
+            )
+        return
+    if not ph.expect_error:
+        # Any text: it is a claim about Zephon's message, which the runner checks.
+        yield Violation(
+            f"{where}.expect_error",
+            f"a refused launch names the error it expects (Zephon's is {why.value!r})",
+        )
+    for name in ("checkpoints", "rank_faults", "proxy_faults", "lags"):
+        if getattr(ph, name):
+            yield Violation(f"{where}.{name}", "a refused launch runs nothing, so has none")
+    if ph.retry != "none":
+        yield Violation(f"{where}.retry", "a refused launch takes no checkpoint to retry")
+
+
+def _checkpoint_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where = s.phases[i], f"phases[{i}]"
+    for j, cp in enumerate(ph.checkpoints):
+        if not (cp.step >= 0 and cp.extra >= 0 and (cp.step, cp.extra) <= (ph.steps, 0)):
+            yield Violation(
+                f"{where}.checkpoints[{j}]", f"must lie within the launch's {ph.steps} steps"
+            )
+            return
+    if i < len(s.phases) - 1 and not ph.rank_faults and ph.restore_point is None:
+        yield Violation(
+            f"{where}.checkpoints",
+            "a launch followed by another must checkpoint (the next one restores from it)",
+        )
+    order = sorted(range(len(ph.checkpoints)), key=lambda j: astuple(ph.checkpoints[j]))
+    for k, j in enumerate(order):
+        earlier = [ph.checkpoints[e] for e in order[:k]]
+        c, mapping = s.canonical_replicas(i), s.pipeline.mapping
+        hit = clash(earlier, ph.checkpoints[j], ph.world_size, c, mapping, ph.tp)
+        if hit is not None:
+            per = lanes_per_rank(ph.world_size, c, mapping, ph.tp)
+            yield Violation(
+                f"{where}.checkpoints[{j}]",
+                f"falls on the same batch as checkpoints[{order[hit[0]]}] on rank {hit[1]} "
+                f"({per[hit[1]]} lane(s) a step), so ranks would checkpoint a different number "
+                "of times; drop one or move it",
+            )
+            return
+
+
+def _rank_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where = s.phases[i], f"phases[{i}]"
+    if ph.rank_faults and is_finite(s.data):
+        yield Violation(
+            f"{where}.rank_faults",
+            "over finite data a rank whose data ran out never reaches its fault; "
+            "use endless sources (exhausted: repeat) or drop the fault",
+        )
+    if ph.rank_faults and ph.proxy_faults:
+        yield Violation(
+            f"{where}.rank_faults",
+            "a launch with a link fault has no rank fault (neither verdict would be clear)",
+        )
+    if len(ph.rank_faults) > 1 and any(f.at_round for f in ph.rank_faults):
+        yield Violation(
+            f"{where}.rank_faults",
+            "a launch with a round-point rank fault has no other (one fault, one verdict)",
+        )
+    for j, f in enumerate(ph.rank_faults):
+        if not 0 <= f.rank < ph.world_size:
+            yield Violation(
+                f"{where}.rank_faults[{j}].rank",
+                f"must name a rank of the launch's {ph.world_size}",
+            )
+        if f.at_round:
+            yield from _rank_point_violations(s, i, f, f"{where}.rank_faults[{j}]")
+            continue
+        if not 0 <= f.at_step <= ph.steps:
+            yield Violation(
+                f"{where}.rank_faults[{j}].at_step",
+                f"must lie within the launch's {ph.steps} steps",
+            )
+        if f.action in ROUND_ONLY_ACTIONS:
+            yield Violation(
+                f"{where}.rank_faults[{j}].at",
+                f"a {f.action} at a step has nothing to continue it: time it by a round point "
+                f"({', '.join(ROUND_PHASES)})",
+            )
+
+
+def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Iterator[Violation]:
+    ph = s.phases[i]
+    point = rank_point(f)
+    if point is None:
+        yield Violation(
+            f"{where}.at",
+            f"{f.at!r} is not 'step' or a round point ({', '.join(ROUND_PHASES)}) with an "
+            "optional '#n' (n >= 1)",
+        )
+        return
+    name, n = point
+    if f.action not in RANK_POINT_ACTIONS:
+        yield Violation(
+            f"{where}.action",
+            f"{f.action!r} is not a round-point fault; one of {', '.join(RANK_POINT_ACTIONS)}",
+        )
+    blocked, missing = no_point_round(s, i), missing_point(s, name)
+    if blocked is not None:
+        yield Violation(f"{where}.at", f"no round can time a rank fault: {blocked.value}")
+    elif missing is not None:
+        yield Violation(f"{where}.at", f"no rank writes {name!r}: {missing.value}")
+    elif 0 <= f.rank < ph.world_size and not writes_point(name, f.rank):
+        who = "the leader (rank 0)" if name in LEADER_POINTS else "followers (not rank 0)"
+        yield Violation(f"{where}.rank", f"only {who} write(s) {name!r}: rank {f.rank} never does")
+    if n > len(ph.checkpoints):
+        yield Violation(
+            f"{where}.at",
+            f"round {n} of {name!r}, but the launch takes {len(ph.checkpoints)} checkpoint(s)",
+        )
+    if s.persist_format in COLLECTIVE_FORMATS:
+        yield Violation(
+            f"{where}.at",
+            f"no round-point rank fault beside {s.persist_format!r} persistence: the ranks "
+            "that got a split outcome's checkpoint would block in its collective save",
+        )
+
+
+def _link_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    ph, where = s.phases[i], f"phases[{i}]"
+    if not ph.proxy_faults:
+        if ph.retry != "none" and not any(retried(f) for f in ph.rank_faults) and not ph.lags:
+            yield Violation(
+                f"{where}.retry",
+                f"retry {ph.retry!r} needs a link fault, a round-point rank fault that leaves its "
+                "rank alive (raise, sigstop) or a lag to fail a round; without one use 'none'",
+            )
+        return
+    blocked = no_round(s, i)
+    if blocked is not None:
+        yield Violation(f"{where}.proxy_faults", f"no round can time a link fault: {blocked.value}")
+    for j, f in enumerate(ph.proxy_faults):
+        yield from _fault_violations(f, f"{where}.proxy_faults[{j}]", ph)
+
+
+def _fault_violations(f: ProxyFault, where: str, ph: Phase) -> Iterator[Violation]:
+    point = round_point(f.at)
+    if point is None:
+        yield Violation(
+            f"{where}.at",
+            f"{f.at!r} is not 'start' or a round point ({', '.join(ROUND_PHASES)}) with an "
+            "optional '#n' (n >= 1)",
+        )
+        return
+    name, n = point
+    if not 0 <= f.rank < ph.world_size:
+        yield Violation(f"{where}.rank", f"must name a rank of the launch's {ph.world_size}")
+    elif not writes_point(name, f.rank):
+        who = "the leader (rank 0)" if name in LEADER_POINTS else "followers (not rank 0)"
+        yield Violation(f"{where}.rank", f"only {who} write(s) {name!r}: rank {f.rank} never does")
+    if f.stream not in STREAMS:
+        yield Violation(f"{where}.stream", f"must be one of {STREAMS}")
+    if f.toxic == "reset_peer" and name == "start":
+        yield Violation(f"{where}.at", "a reset_peer at start resets nothing: time it by a round")
+    if n > len(ph.checkpoints):
+        yield Violation(
+            f"{where}.at",
+            f"round {n} of {name!r}, but the launch takes {len(ph.checkpoints)} checkpoint(s)",
+        )
+
+
+
+
+def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    """``sync: free`` needs two ranks; a lag needs ``free``, a checkpoint, no other fault."""
+    ph, where = s.phases[i], f"phases[{i}]"
+    if ph.sync == "free" and ph.world_size < 2:
+        yield Violation(
+            f"{where}.sync",
+            "one rank is never late for another: 'free' needs two or more ranks; use 'lockstep'",
+        )
+    if not ph.lags:
+        return
+    if ph.sync != "free":
+        yield Violation(
+            f"{where}.lags",
+            "a lag needs sync 'free': lockstep ranks meet before each checkpoint, so the "
+            "lagging rank and the one it waits for would wait for each other",
+        )
+    if len(ph.lags) > 1:
+        yield Violation(f"{where}.lags", "at most one lag a launch (two could wait on each other)")
+    if ph.rank_faults or ph.proxy_faults:
+        yield Violation(
+            f"{where}.lags", "a launch with a lag has no other fault (one cause, one verdict)"
+        )
+    if ph.retry == "independent":
+        yield Violation(
+            f"{where}.retry",
+            "no 'independent' retry beside a lag: a rank's later attempts are rounds of its own "
+            "and which one the late rank finds decides the outcome; use none, lockstep or skip",
+        )
+    for j, lag in enumerate(ph.lags):
+        if not lag_fits(lag, ph):
+            yield Violation(
+                f"{where}.lags[{j}]",
+                f"must name two different ranks of the launch's {ph.world_size} and one of its "
+                f"{len(ph.checkpoints)} checkpoint(s) (0-based)",
+            )

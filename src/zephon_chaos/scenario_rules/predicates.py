@@ -1,0 +1,355 @@
+"""The rules' predicates and constants, written once: the checking view (``checking``)
+and the repairing view (``repairing``) both ask them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from zephon_chaos.faults.dir_interposer import NoFileCounterpart, absent_on_dir
+from zephon_chaos.lanes import lanes_of
+from zephon_chaos.workload.spec import (
+    ROUND_PHASES,
+    CheckpointAt,
+    DataSpec,
+    RankFault,
+    RankLag,
+)
+
+if TYPE_CHECKING:
+    from zephon_chaos.scenario import Phase, Scenario
+
+
+"""The one validity model of a scenario: what a launch may carry, given its place.
+
+Two views of the same predicates: :func:`violations` lists what a scenario breaks (each a
+:class:`Violation` naming the field; ``Scenario.validate`` raises the first), and
+:func:`normalised` repairs what can be derived (a launch with more ranks than lanes is a
+refusal, a link fault no round can time is dropped, ...). The strategies build every
+scenario through ``normalised``, and the explorer's polishing normalises each candidate, so
+generation, shrinking, polishing and loading a file all obey the rules written here once.
+
+Rules, per launch ``i`` (C: its canonical_replicas):
+
+* layout: ``world_size`` is ``dp`` data-parallel groups of ``tp`` ranks (``tp`` divides it);
+  lanes belong to DP groups, so Zephon's rules below count groups, not ranks. With ``tp`` > 1
+  (the downstream adapter's DP x TP layout) C is a multiple of ``dp``, as the adapter requires
+  (``ZephonDataLoader._validate_config``); normalising lowers ``tp`` to a divisor of the
+  world, and to 1 where C is not a multiple of the groups;
+* refusal: ``expect_failure`` exactly when Zephon refuses the launch: more DP groups than C
+  (``canonical_replicas ... must be >= dp_degree``, ``Engine._resolve_parallelism_params``), or a
+  C other than that of the checkpoint it restores; such a launch takes no checkpoint,
+  carries no fault and names the error it expects in ``expect_error`` (normalising: one
+  step, and Zephon's own error);
+* a launch followed by another checkpoints (the next restores from it), unless a rank fault
+  ends it; checkpoints lie within its steps and are collective on every rank;
+* rank faults name a rank of the launch and a step within it; none over finite data (a rank
+  whose data ran out never reaches its fault), and none beside a link fault; a ``sigstop``
+  only at a round point (the harness continues a rank it heard stop there);
+* a rank fault at a round point (``RankFault.at``: ``shard``, ``ack#2``, ...) is the launch's
+  only rank fault, one of ``RANK_POINT_ACTIONS``, where a round can time it (as a link
+  fault below, but with ``aggregate_dir`` too: the rank's interposer wraps its round files,
+  ``faults.dir_interposer``, which have no ``participants`` write), on a rank that writes its
+  point, in round n at most the checkpoint count, and not beside ``dcp`` persistence (a
+  split outcome would block its collective save);
+* link faults (``proxy_faults``) only where a checkpoint round can time them: two or more
+  ranks, aggregation through a store (``store`` or ``store_explicit``), a runner other than
+  ``process``, no ``mtp_mode``, at least one checkpoint, and not a restored launch that
+  checkpoints before its first batch; the leader-only points (announce, outcome) on rank 0,
+  the follower-only one (ack) elsewhere; a ``reset_peer`` at a round point (at start it
+  resets nothing); the n-th round at most the launch's checkpoint count; a retry policy only
+  with a link fault or a round-point rank fault that leaves its rank alive (``raise``,
+  ``sigstop``): an ``exit``, SIGKILL or SIGTERM ends its rank, and torchrun's agent ends the
+  group within one monitor interval, long before any round could fail and be retried;
+* over finite data the last launch can run dry (it would otherwise stop with lanes out of
+  step, which the batch oracle cannot compare);
+* ``sync: free`` only with two or more ranks (one rank is late for no one); a lag
+  (``RankLag``: a rank that calls a checkpoint once a peer's call of it has ended) only under
+  ``free``, at most one a launch, on two ranks of it and one of its checkpoints, beside no
+  other fault and no ``independent`` retry; a retry policy (lockstep, independent, skip) only
+  where a checkpoint can fail on purpose: a link fault, a round-point rank fault or a lag.
+  On the in-process tier threads start together and never meet, so ``free`` means what
+  ``lockstep`` means there; a lag needs a process group (``inproc.inproc_refusal``).
+"""
+
+
+REFUSAL_ERROR = "must be >= dp_degree"
+
+
+"""What Zephon says when a launch has more ranks than canonical lanes (G > C)."""
+
+
+CHANGED_C_ERROR = "canonical_replicas changed"
+
+
+"""What Zephon says when a launch restores a checkpoint taken with another C."""
+
+
+RUN_DRY_STEPS = 10_000
+
+
+"""Steps of a last launch over finite data: more than any generated dataset holds."""
+
+
+LEADER_POINTS = ("announce", "outcome")
+
+
+"""Round points only the leader (global rank 0) writes."""
+
+
+FOLLOWER_POINTS = ("ack",)
+
+
+"""Round points only followers write."""
+
+
+STREAMS = ("upstream", "downstream")
+
+
+STORE_AGGREGATIONS = ("store", "store_explicit")
+
+
+"""Aggregation modes whose rounds go through a store the ranks' clients reach (link faults,
+the interposer): torchrun's (``torch://``) or the harness-hosted one (``torch://host:port``)."""
+
+
+DIR_AGGREGATION = "dir"
+
+
+POINT_AGGREGATIONS = (*STORE_AGGREGATIONS, DIR_AGGREGATION)
+
+
+"""Aggregation modes whose rounds a rank's interposer times a round-point rank fault in: the
+store's keys (``faults.interposer``) or ``aggregate_dir``'s files (``faults.dir_interposer``)."""
+
+
+RANK_POINT_ACTIONS = ("raise", "exit", "sigkill", "sigterm", "sigstop")
+
+
+"""Rank faults a round point can time, simplest first; ``sigstop`` is followed by the
+harness's SIGCONT (``faults.round_faults``)."""
+
+
+ROUND_ONLY_ACTIONS = ("sigstop",)
+
+
+STALLING_TOXICS = ("timeout",)
+
+
+"""Link faults that stall a link for good: data stops and no store call on it returns (a known
+Zephon defect, ``explore.known``); only a launch's deadline ends a rank waiting on one."""
+
+
+PROCESS_ENDING_ACTIONS = ("exit", "sigkill", "sigterm")
+
+
+"""Rank faults that end their rank's process: its group ends with it, so no retry policy of
+the launch is ever observed (normalising sets it to ``none``)."""
+
+
+"""Rank faults a scenario times only by a round point: at a step nothing would continue it."""
+
+
+class Refusal(Enum):
+    """Why Zephon refuses a launch; the value is the fragment its error contains."""
+
+    MORE_RANKS_THAN_LANES = REFUSAL_ERROR
+    CHANGED_C = CHANGED_C_ERROR
+
+
+class NoRound(Enum):
+    """Why no checkpoint round of a launch can time a link fault or a round-point rank fault."""
+
+    ONE_RANK = "one rank never contacts the store"
+    NOT_STORE = "aggregation 'dir' has no store, so no rank's store traffic to time or fault"
+    PROCESS_RUNNER = "worker processes write the round, not the rank whose link is faulted"
+    MTP_MODE = "the MTP child writes the round, not the rank whose link is faulted"
+    NO_CHECKPOINT = "the launch takes no checkpoint, so it runs no round"
+    RESTORED_STEP_ZERO = (
+        "a restored launch that checkpoints before its first batch runs no round "
+        "(a known Zephon defect)"
+    )
+
+    @property
+    def about_checkpoints(self) -> bool:
+        """Curable by the launch's checkpoints, not its world or pipeline."""
+        return self in (NoRound.NO_CHECKPOINT, NoRound.RESTORED_STEP_ZERO)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A rule a scenario breaks: the field (``phases[1].proxy_faults[0].rank``) and why."""
+
+    field: str
+    text: str
+
+
+
+
+def is_finite(data: DataSpec) -> bool:
+    """Some source stops when it runs out (``exhausted: stop``)."""
+    return any(src.exhausted == "stop" for src in data.sources)
+
+
+def lanes_per_rank(
+    world_size: int, canonical_replicas: int, mapping: str, tp: int = 1
+) -> list[int]:
+    return [
+        max(1, len(lanes_of(r, world_size, canonical_replicas, mapping, tp)))
+        for r in range(world_size)
+    ]
+
+
+def laid_out_tp(world_size: int, tp: int, canonical_replicas: int) -> int:
+    """The tensor-parallel degree a launch can take: ``tp`` lowered to a divisor of the world,
+    and to 1 where the adapter would refuse C for its DP groups (a refusal keeps it)."""
+    t = math.gcd(world_size, max(1, tp))
+    dp = world_size // t
+    return 1 if t > 1 and dp <= canonical_replicas and canonical_replicas % dp else t
+
+
+def restored_c(s: Scenario, i: int) -> int | None:
+    """C of the checkpoint launch ``i`` restores (the last one handed on before it), if any."""
+    for j in range(i - 1, -1, -1):
+        if s.restore_index(j) is not None:
+            return s.canonical_replicas(j)
+    return None
+
+
+def refusal(s: Scenario, i: int) -> Refusal | None:
+    """Why Zephon refuses launch ``i``, or None when it accepts it."""
+    c = s.canonical_replicas(i)
+    if s.phases[i].dp > c:  # Zephon counts DP groups against C, not ranks
+        return Refusal.MORE_RANKS_THAN_LANES
+    before = restored_c(s, i)
+    if before is not None and before != c:
+        return Refusal.CHANGED_C
+    return None
+
+
+def no_round(
+    s: Scenario, i: int, aggregations: Sequence[str] = STORE_AGGREGATIONS
+) -> NoRound | None:
+    """Why launch ``i`` cannot carry a link fault (a round-point rank fault: ``aggregations``
+    ``POINT_AGGREGATIONS``, see :func:`no_point_round`); world and pipeline reasons first."""
+    ph, p = s.phases[i], s.pipeline
+    if ph.world_size < 2:
+        return NoRound.ONE_RANK
+    if p.aggregation not in aggregations:
+        return NoRound.NOT_STORE
+    if p.runner == "process":
+        return NoRound.PROCESS_RUNNER
+    if p.mtp_mode:
+        return NoRound.MTP_MODE
+    if not ph.checkpoints:
+        return NoRound.NO_CHECKPOINT
+    restored = any(s.restore_index(j) is not None for j in range(i))
+    if restored and CheckpointAt(0) in ph.checkpoints:
+        return NoRound.RESTORED_STEP_ZERO
+    return None
+
+
+def no_point_round(s: Scenario, i: int) -> NoRound | None:
+    """Why no round of launch ``i`` can time a round-point rank fault (None: one can)."""
+    return no_round(s, i, POINT_AGGREGATIONS)
+
+
+def missing_point(s: Scenario, point: str) -> NoFileCounterpart | None:
+    """Why the scenario's aggregation writes no ``point`` (None: it does, on some rank)."""
+    return absent_on_dir(point) if s.pipeline.aggregation == DIR_AGGREGATION else None
+
+
+def round_point(at: str) -> tuple[str, int] | None:
+    """``"start"`` → ("start", 0); ``"ack#2"`` → ("ack", 2); None when not a point."""
+    point, _, n = at.partition("#")
+    if point == "start" and not n:
+        return point, 0
+    if point not in ROUND_PHASES or (n and not (n.isdigit() and int(n) >= 1)):
+        return None
+    return point, int(n or 1)
+
+
+def rank_point(f: RankFault) -> tuple[str, int] | None:
+    """A round-point rank fault's (point, n); None for one at a step or a malformed ``at``."""
+    point = round_point(f.at) if f.at_round else None
+    return None if point is None or point[0] == "start" else point
+
+
+def writes_point(point: str, rank: int) -> bool:
+    """Whether ``rank`` writes round point ``point`` (so its interposer can time a fault)."""
+    if point in LEADER_POINTS:
+        return rank == 0
+    if point in FOLLOWER_POINTS:
+        return rank != 0
+    return True
+
+
+def cannot_run_dry(s: Scenario) -> bool:
+    """Over finite data, too few steps in all for any finite source to run out.
+
+    A necessary bound only (a step delivers C microbatches): hand-written scenarios may pick
+    their own step count; generated ones take ``RUN_DRY_STEPS``.
+    """
+    finite = [src.rows() for src in s.data.sources if src.exhausted == "stop"]
+    last = len(s.phases) - 1
+    if not finite or s.phases[last].expect_failure:
+        return False
+    rows = s.reference_steps * s.canonical_replicas(last) * s.data.microbatch
+    return rows < min(finite)
+
+
+def collective(
+    checkpoints: Sequence[CheckpointAt],
+    world_size: int,
+    canonical_replicas: int,
+    mapping: str,
+    tp: int = 1,
+) -> tuple[CheckpointAt, ...]:
+    """Checkpoints without those that fall on an earlier one's batch on some rank.
+
+    Such a pair would make ranks checkpoint a different number of times; dropping rather
+    than filtering keeps shrinking smooth.
+    """
+    kept: list[CheckpointAt] = []
+    for c in sorted(set(checkpoints), key=astuple):
+        if clash(kept, c, world_size, canonical_replicas, mapping, tp) is None:
+            kept.append(c)
+    return tuple(kept)
+
+
+def clash(
+    earlier: Sequence[CheckpointAt],
+    c: CheckpointAt,
+    world: int,
+    lanes: int,
+    mapping: str,
+    tp: int = 1,
+) -> tuple[int, int] | None:
+    """(index in ``earlier``, rank) of a checkpoint ``c`` shares a batch with, if any."""
+    for rank, per in enumerate(lanes_per_rank(world, lanes, mapping, tp)):
+        marks = [e.step * per + min(e.extra, per) for e in earlier]
+        mark = c.step * per + min(c.extra, per)
+        if mark in marks:
+            return marks.index(mark), rank
+    return None
+
+
+
+
+def retried(f: RankFault) -> bool:
+    """Whether a launch's retry policy can act on the round ``f`` fails: it is timed by a
+    round point and leaves its rank alive (``PROCESS_ENDING_ACTIONS`` end the group)."""
+    return f.at_round and f.action not in PROCESS_ENDING_ACTIONS
+
+
+def lag_fits(lag: RankLag, ph: Phase) -> bool:
+    peer = lag.awaited()
+    return (
+        0 <= lag.rank < ph.world_size
+        and 0 <= peer < ph.world_size
+        and peer != lag.rank
+        and 0 <= lag.checkpoint < len(ph.checkpoints)
+    )

@@ -1,0 +1,184 @@
+"""The repairing view: a scenario with everything derivable made to obey the rules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from zephon_chaos.workload.spec import (
+    COLLECTIVE_FORMATS,
+    ROUND_PHASES,
+    CheckpointAt,
+    RankFault,
+)
+
+if TYPE_CHECKING:
+    from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario_rules.hosted import normalised_store_faults
+from zephon_chaos.scenario_rules.predicates import (
+    FOLLOWER_POINTS,
+    LEADER_POINTS,
+    RANK_POINT_ACTIONS,
+    ROUND_ONLY_ACTIONS,
+    RUN_DRY_STEPS,
+    collective,
+    is_finite,
+    lag_fits,
+    laid_out_tp,
+    missing_point,
+    no_point_round,
+    no_round,
+    rank_point,
+    refusal,
+    retried,
+    round_point,
+    writes_point,
+)
+
+
+def normalised(s: Scenario) -> Scenario:
+    """``s`` with everything derivable made to obey the rules, launch by launch.
+
+    What cannot be derived (a bad enum, a world of 0 ranks) is left for ``validate`` to name.
+    """
+    if not s.phases or any(ph.world_size < 1 or ph.steps < 0 or ph.tp < 1 for ph in s.phases):
+        return s
+    done: list[Phase] = []
+    for i in range(len(s.phases)):
+        here = s.with_(phases=(*done, *s.phases[i:]))
+        done.append(normalised_store_faults(here, i, _normalised_launch(here, i)))
+    return s.with_(phases=tuple(done))
+
+
+def _normalised_launch(s: Scenario, i: int) -> Phase:
+    """Launch ``i`` of ``s`` (launches before it already normalised) made to obey the rules."""
+    ph = s.phases[i]
+    tp = laid_out_tp(ph.world_size, ph.tp, s.canonical_replicas(i))
+    if tp != ph.tp:
+        ph = replace(ph, tp=tp)
+        s = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
+    why = refusal(s, i)
+    if why is not None:
+        error = ph.expect_error if ph.expect_failure and why.value in ph.expect_error else why.value
+        return replace(
+            ph,
+            steps=1,
+            checkpoints=(),
+            rank_faults=(),
+            proxy_faults=(),
+            lags=(),
+            retry="none",
+            expect_failure=True,
+            expect_error=error,
+        )
+    last, finite = i == len(s.phases) - 1, is_finite(s.data)
+    rows = sum(src.rows() for src in s.data.sources)
+    steps = max(ph.steps, RUN_DRY_STEPS, rows) if last and finite else ph.steps
+    c, mapping = s.canonical_replicas(i), s.pipeline.mapping
+    at_round = [f for f in ph.rank_faults if f.at_round]
+    ph = replace(
+        ph,
+        expect_failure=False,
+        expect_error="",
+        steps=steps,
+        checkpoints=collective(
+            [cp for cp in ph.checkpoints if (cp.step, cp.extra) <= (steps, 0)],
+            ph.world_size,
+            c,
+            mapping,
+            ph.tp,
+        ),
+        rank_faults=()
+        if finite
+        else tuple(
+            f
+            for f in ph.rank_faults
+            if not f.at_round
+            and 0 <= f.rank < ph.world_size
+            and f.at_step <= steps
+            and f.action not in ROUND_ONLY_ACTIONS
+        ),
+        proxy_faults=tuple(_placed(f, ph.world_size) for f in ph.proxy_faults),
+    )
+
+    def here(p: Phase) -> Scenario:
+        return s.with_(phases=(*s.phases[:i], p, *s.phases[i + 1 :]))
+
+    blocked = no_round(here(ph), i)
+    if ph.proxy_faults and (blocked is None or blocked.about_checkpoints):
+        ph = replace(ph, rank_faults=())  # with a crash as well, neither verdict would be clear
+    if not last and not ph.checkpoints and not ph.rank_faults:
+        ph = replace(ph, checkpoints=(CheckpointAt(ph.steps),))
+    rounds = len(ph.checkpoints)
+    faults = tuple(f for f in ph.proxy_faults if (round_point(f.at) or ("", 0))[1] <= rounds)
+    if no_round(here(ph), i) is not None:
+        faults = ()
+    ph = replace(ph, proxy_faults=faults)
+    point_fault = None if faults or finite else _placed_rank_fault(here(ph), i, at_round)
+    if point_fault is not None:
+        ph = replace(ph, rank_faults=(point_fault,))
+    ph = _synced(ph)
+    retries = faults or (point_fault is not None and retried(point_fault)) or ph.lags
+    return replace(ph, retry=ph.retry if retries else "none")
+
+
+def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> RankFault | None:
+    """The first round-point rank fault on a rank that writes its point, if a round can
+    time it (else None: the launch keeps its step faults)."""
+    ph = s.phases[i]
+    if not faults or no_point_round(s, i) is not None or s.persist_format in COLLECTIVE_FORMATS:
+        return None
+    f = faults[0]
+    point = rank_point(f)
+    if point is None or point[1] > len(ph.checkpoints) or f.action not in RANK_POINT_ACTIONS:
+        return None
+    if missing_point(s, point[0]) is not None:
+        return None
+    return replace(f, rank=_writer(point[0], f.rank, ph.world_size), at_step=0)
+
+
+def _synced(ph: Phase) -> Phase:
+    """``ph`` with its lag kept only where it obeys the rules, and the sync a lag needs."""
+    lags = [
+        lag
+        for lag in ph.lags[:1]
+        if lag_fits(lag, ph) and not (ph.rank_faults or ph.proxy_faults)
+    ]
+    if ph.retry == "independent":
+        lags = []
+    if ph.world_size < 2:
+        return replace(ph, sync="lockstep", lags=())
+    return replace(ph, lags=tuple(lags), sync="free" if lags else ph.sync)
+
+
+def _placed(f: ProxyFault, world: int) -> ProxyFault:
+    """``f`` on a rank that writes its point, and timed by a round when it must be."""
+    point = round_point(f.at)
+    if point is None:
+        return f
+    at = f.at
+    if f.toxic == "reset_peer" and point[0] == "start":
+        at = ROUND_PHASES[0]
+    return replace(f, rank=_writer(at.partition("#")[0], f.rank, world), at=at)
+
+
+def _writer(name: str, rank: int, world: int) -> int:
+    """``rank`` if it writes round point ``name`` in a world of ``world``, else one that does."""
+    if 0 <= rank < world and writes_point(name, rank):
+        return rank
+    if name in LEADER_POINTS:
+        return 0
+    if name in FOLLOWER_POINTS:
+        return 1 + rank % max(1, world - 1)
+    return rank % world
+
+
+
+# One launch may carry one hosted-store fault (``Phase.store_faults``): aggregation
+# ``store_explicit`` (the store the harness hosts and the launches share), timed by a round
+# point where a link fault could be (``no_round``), at round n at most the checkpoint count,
+# beside no rank or link fault and no retry; ``sigstop`` stalls it 0 < ``stall_s`` <=
+# ``MAX_STALL_S``. ``max_restarts`` > 0 (torchrun restarts the workers) needs rank faults at
+# steps that fire in attempt 0 only (``restart: 0``), no agent kill or stop, one host, and a
+# checkpoint if another launch follows (attempt 1 hands on its last).

@@ -1,0 +1,77 @@
+"""A launch's fate, decided once: what ended it and what the next launch restores from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zephon_chaos.launch.result import GroupResult, RankOutcome
+from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
+from zephon_chaos.oracles.policies import PolicyVerdict
+from zephon_chaos.problem import Area, Kind
+from zephon_chaos.runner import Fate, PhaseRun, phase_fate
+from zephon_chaos.runner.fate import LaunchFaults
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, WorkloadSpec
+
+
+def completed(index: int) -> CheckpointFacts:
+    return CheckpointFacts(index, [0, 1], {}, {0: "d", 1: "d"}, {0: 1, 1: 1}, {0: [0, 1]}, [])
+
+
+def launch(
+    tmp_path: Path, phase: Phase, ok: bool, taken: list[CheckpointFacts], index: int = 0
+) -> PhaseRun:
+    first = None if ok else RankOutcome(1, 1, 0, None, 1, error="RuntimeError: boom")
+    result = GroupResult(
+        "g", [0 if ok else 1], [first] if first else [], False, 1.0, tmp_path, [], first
+    )
+    spec = WorkloadSpec(steps=phase.steps, checkpoints=phase.checkpoints, out_dir=str(tmp_path))
+    run = PhaseRun(index, phase, spec, result, [], CheckpointVerdict(True, taken))
+    run.policy = PolicyVerdict(index, phase.retry, 2.0)
+    return run
+
+
+TWO = Phase(2, 2, (CheckpointAt(1), CheckpointAt(2)))
+
+
+def scenario(*phases: Phase) -> Scenario:
+    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=phases)
+
+
+@pytest.mark.parametrize(
+    ("phases", "index", "ok", "taken", "fate", "keep", "problem"),
+    [
+        ((TWO, TWO), 0, True, [completed(0), completed(1)], Fate.RESUMED, 1, None),
+        ((TWO, TWO), 1, True, [completed(0), completed(1)], Fate.LAST, None, None),
+        ((TWO, TWO), 0, True, [], Fate.NO_CHECKPOINT, None, (Area.CHECKPOINT, Kind.NONE)),
+        ((TWO, TWO), 0, False, [completed(0)], Fate.FAILED, None, (Area.LAUNCH, "RuntimeError")),
+        (
+            (TWO, Phase(3, 1, expect_failure=True)),
+            1,
+            True,
+            [],
+            Fate.REFUSED,
+            None,
+            (Area.REFUSAL, Kind.ACCEPTED),
+        ),
+    ],
+    ids=["resumed", "last", "no-checkpoint", "failed", "refused"],
+)
+def test_a_launch_has_one_fate_and_hands_on_what_survived(
+    tmp_path: Path,
+    phases: tuple[Phase, ...],
+    index: int,
+    ok: bool,
+    taken: list[CheckpointFacts],
+    fate: Fate,
+    keep: int | None,
+    problem: tuple[Area, str] | None,
+) -> None:
+    run = launch(tmp_path, phases[index], ok, taken, index)
+    judged = phase_fate(scenario(*phases), run, LaunchFaults())
+    assert (judged.fate, judged.keep) == (fate, keep)
+    assert [(p.area, p.kind) for p in judged.problems] == ([problem] if problem else [])
+    assert all(p.phase == index for p in judged.problems)
+    assert judged.fate.cut_short == (fate in (Fate.FAILED, Fate.NO_CHECKPOINT))
