@@ -32,8 +32,6 @@ from zephon_chaos.scenario_rules.predicates import (
 )
 
 STORE_ACTIONS: tuple[str, ...] = ("restart", "kill", "sigstop")
-
-
 """Hosted-store faults, simplest first: an empty store at once, a store gone, a stalled one."""
 
 
@@ -44,8 +42,6 @@ MAX_STALL_S = 30.0
 
 
 RESTART_ACTIONS = ("raise", "exit", "sigkill", "sigterm")
-
-
 """Rank faults that end attempt 0 for torchrun to restart (an agent kill ends the launch)."""
 
 

@@ -23,86 +23,23 @@ if TYPE_CHECKING:
     from zephon_chaos.scenario import Phase, Scenario
 
 
-"""The one validity model of a scenario: what a launch may carry, given its place.
-
-Two views of the same predicates: :func:`violations` lists what a scenario breaks (each a
-:class:`Violation` naming the field; ``Scenario.validate`` raises the first), and
-:func:`normalised` repairs what can be derived (a launch with more ranks than lanes is a
-refusal, a link fault no round can time is dropped, ...). The strategies build every
-scenario through ``normalised``, and the explorer's polishing normalises each candidate, so
-generation, shrinking, polishing and loading a file all obey the rules written here once.
-
-Rules, per launch ``i`` (C: its canonical_replicas):
-
-* layout: ``world_size`` is ``dp`` data-parallel groups of ``tp`` ranks (``tp`` divides it);
-  lanes belong to DP groups, so Zephon's rules below count groups, not ranks. With ``tp`` > 1
-  (the downstream adapter's DP x TP layout) C is a multiple of ``dp``, as the adapter requires
-  (``ZephonDataLoader._validate_config``); normalising lowers ``tp`` to a divisor of the
-  world, and to 1 where C is not a multiple of the groups;
-* refusal: ``expect_failure`` exactly when Zephon refuses the launch: more DP groups than C
-  (``canonical_replicas ... must be >= dp_degree``, ``Engine._resolve_parallelism_params``), or a
-  C other than that of the checkpoint it restores; such a launch takes no checkpoint,
-  carries no fault and names the error it expects in ``expect_error`` (normalising: one
-  step, and Zephon's own error);
-* a launch followed by another checkpoints (the next restores from it), unless a rank fault
-  ends it; checkpoints lie within its steps and are collective on every rank;
-* rank faults name a rank of the launch and a step within it; none over finite data (a rank
-  whose data ran out never reaches its fault), and none beside a link fault; a ``sigstop``
-  only at a round point (the harness continues a rank it heard stop there);
-* a rank fault at a round point (``RankFault.at``: ``shard``, ``ack#2``, ...) is the launch's
-  only rank fault, one of ``RANK_POINT_ACTIONS``, where a round can time it (as a link
-  fault below, but with ``aggregate_dir`` too: the rank's interposer wraps its round files,
-  ``faults.dir_interposer``, which have no ``participants`` write), on a rank that writes its
-  point, in round n at most the checkpoint count, and not beside ``dcp`` persistence (a
-  split outcome would block its collective save);
-* link faults (``proxy_faults``) only where a checkpoint round can time them: two or more
-  ranks, aggregation through a store (``store`` or ``store_explicit``), a runner other than
-  ``process``, no ``mtp_mode``, at least one checkpoint, and not a restored launch that
-  checkpoints before its first batch; the leader-only points (announce, outcome) on rank 0,
-  the follower-only one (ack) elsewhere; a ``reset_peer`` at a round point (at start it
-  resets nothing); the n-th round at most the launch's checkpoint count; a retry policy only
-  with a link fault or a round-point rank fault that leaves its rank alive (``raise``,
-  ``sigstop``): an ``exit``, SIGKILL or SIGTERM ends its rank, and torchrun's agent ends the
-  group within one monitor interval, long before any round could fail and be retried;
-* over finite data the last launch can run dry (it would otherwise stop with lanes out of
-  step, which the batch oracle cannot compare);
-* ``sync: free`` only with two or more ranks (one rank is late for no one); a lag
-  (``RankLag``: a rank that calls a checkpoint once a peer's call of it has ended) only under
-  ``free``, at most one a launch, on two ranks of it and one of its checkpoints, beside no
-  other fault and no ``independent`` retry; a retry policy (lockstep, independent, skip) only
-  where a checkpoint can fail on purpose: a link fault, a round-point rank fault or a lag.
-  On the in-process tier threads start together and never meet, so ``free`` means what
-  ``lockstep`` means there; a lag needs a process group (``inproc.inproc_refusal``).
-"""
-
-
 REFUSAL_ERROR = "must be >= dp_degree"
-
-
 """What Zephon says when a launch has more ranks than canonical lanes (G > C)."""
 
 
 CHANGED_C_ERROR = "canonical_replicas changed"
-
-
 """What Zephon says when a launch restores a checkpoint taken with another C."""
 
 
 RUN_DRY_STEPS = 10_000
-
-
 """Steps of a last launch over finite data: more than any generated dataset holds."""
 
 
 LEADER_POINTS = ("announce", "outcome")
-
-
 """Round points only the leader (global rank 0) writes."""
 
 
 FOLLOWER_POINTS = ("ack",)
-
-
 """Round points only followers write."""
 
 
@@ -110,8 +47,6 @@ STREAMS = ("upstream", "downstream")
 
 
 STORE_AGGREGATIONS = ("store", "store_explicit")
-
-
 """Aggregation modes whose rounds go through a store the ranks' clients reach (link faults,
 the interposer): torchrun's (``torch://``) or the harness-hosted one (``torch://host:port``)."""
 
@@ -120,15 +55,11 @@ DIR_AGGREGATION = "dir"
 
 
 POINT_AGGREGATIONS = (*STORE_AGGREGATIONS, DIR_AGGREGATION)
-
-
 """Aggregation modes whose rounds a rank's interposer times a round-point rank fault in: the
 store's keys (``faults.interposer``) or ``aggregate_dir``'s files (``faults.dir_interposer``)."""
 
 
 RANK_POINT_ACTIONS = ("raise", "exit", "sigkill", "sigterm", "sigstop")
-
-
 """Rank faults a round point can time, simplest first; ``sigstop`` is followed by the
 harness's SIGCONT (``faults.round_faults``)."""
 
@@ -137,19 +68,13 @@ ROUND_ONLY_ACTIONS = ("sigstop",)
 
 
 STALLING_TOXICS = ("timeout",)
-
-
 """Link faults that stall a link for good: data stops and no store call on it returns (a known
 Zephon defect, ``explore.known``); only a launch's deadline ends a rank waiting on one."""
 
 
 PROCESS_ENDING_ACTIONS = ("exit", "sigkill", "sigterm")
-
-
 """Rank faults that end their rank's process: its group ends with it, so no retry policy of
 the launch is ever observed (normalising sets it to ``none``)."""
-
-
 """Rank faults a scenario times only by a round point: at a step nothing would continue it."""
 
 
@@ -185,8 +110,6 @@ class Violation:
 
     field: str
     text: str
-
-
 
 
 def is_finite(data: DataSpec) -> bool:
@@ -335,8 +258,6 @@ def clash(
         if mark in marks:
             return marks.index(mark), rank
     return None
-
-
 
 
 def retried(f: RankFault) -> bool:

@@ -172,13 +172,3 @@ def _writer(name: str, rank: int, world: int) -> int:
     if name in FOLLOWER_POINTS:
         return 1 + rank % max(1, world - 1)
     return rank % world
-
-
-
-# One launch may carry one hosted-store fault (``Phase.store_faults``): aggregation
-# ``store_explicit`` (the store the harness hosts and the launches share), timed by a round
-# point where a link fault could be (``no_round``), at round n at most the checkpoint count,
-# beside no rank or link fault and no retry; ``sigstop`` stalls it 0 < ``stall_s`` <=
-# ``MAX_STALL_S``. ``max_restarts`` > 0 (torchrun restarts the workers) needs rank faults at
-# steps that fire in attempt 0 only (``restart: 0``), no agent kill or stop, one host, and a
-# checkpoint if another launch follows (attempt 1 hands on its last).
