@@ -16,6 +16,7 @@ from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.liveness_table import LivenessTally
 from zephon_chaos.explore.space import Declared, Space, declare
 from zephon_chaos.explore.tiers import replay_command
+from zephon_chaos.problem import Area
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
 
@@ -366,9 +367,9 @@ def write_summary(result: ExploreResult) -> Path:
         "",
         "## Signatures",
         "",
-        "`<area>.<kind>.<topology>.<window>`: the oracle or step that failed (reference, "
-        "launch, refusal, crash, batches-identical, batches-mid-window, checkpoint, "
-        "liveness), the kind of problem, whether a restore changed the world size, and "
+        "`<area>.<kind>.<topology>.<window>`: the oracle or step that failed (in order of "
+        f"precedence: {', '.join(a.value for a in Area)}), "
+        "the kind of problem, whether a restore changed the world size, and "
         "whether a restored checkpoint was mid-window. One finding per signature; its "
         "smallest scenario is kept. "
         "`known.<id>`: only a known defect of Zephon is involved. "
