@@ -109,7 +109,8 @@ BATCH_KINDS = (
 @dataclass(frozen=True)
 class Problem:
     """One problem. ``kind`` is a :class:`Kind`, or for a launch the error type that failed it
-    (``RuntimeError``); ``phase``, ``checkpoint`` and ``rank`` say where, when known."""
+    (``RuntimeError``); ``phase``, ``checkpoint`` and ``rank`` say where, when known. A faulted
+    launch's evidence stays with its fault (``PhaseRun.fault``), told once per launch."""
 
     area: Area
     kind: str
@@ -117,7 +118,6 @@ class Problem:
     phase: int | None = None
     checkpoint: int | None = None
     rank: int | None = None
-    evidence: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.text
