@@ -410,8 +410,8 @@ def _one_aim(draw: st.DrawFn, aims: tuple[Aim, ...]) -> Aim:
 SYNC_CHOICES = ("lockstep", "free")
 SYNC_ODDS = (3, 1)
 """How a torchrun launch's ranks arrive at checkpoints (``Phase.sync``): meeting first, as
-trainers do, or free-running. Threads start together and never meet: in process ``free``
-means what ``lockstep`` means, so that tier draws neither."""
+trainers do, or free-running. Rank threads meet in lockstep (``inproc.collective``) and a
+lag needs a process group, so the in-process tier draws neither."""
 LAG_CHOICES = ("none", "lag")
 LAG_INDICES = (0, 1)
 """The checkpoint (in its launch) a lagging rank is late for: the first, or one after it."""

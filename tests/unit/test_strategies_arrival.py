@@ -1,5 +1,5 @@
 """How generated ranks arrive at checkpoints: lockstep first; on torchrun free-running, with a
-deliberate lag and each policy after it; in process neither (threads start together)."""
+deliberate lag and each policy after it; in process neither (rank threads meet in lockstep)."""
 
 from __future__ import annotations
 

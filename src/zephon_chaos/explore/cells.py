@@ -117,7 +117,8 @@ class Why(Enum):
     TP_ABOVE_WORLD = "no world size up to max_world holds a DP group of that many ranks"
     NO_SUCH_LAYOUTS = "no two layouts up to max_world differ that way"
     THREADS_START_TOGETHER = (
-        "threads start together and never meet: in process 'free' means what 'lockstep' means"
+        "rank threads run in lockstep: a free-running rank's lag waits for a point-to-point "
+        "message over a process group, which threads have none of (torchrun draws both)"
     )
     LAG_NEEDS_TWO = "a lag needs two ranks: one is late for the other"
     STOP_AT_STEP = "a stop at a step has nothing to continue it: drawn at round points only"

@@ -31,6 +31,7 @@ from typing import Any
 import psutil
 
 from zephon_chaos.errors import InvalidInput
+from zephon_chaos.inproc.collective import CollectiveBroken, ThreadCollective
 from zephon_chaos.inproc.stores import StorePool
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.result import GroupResult, RankOutcome
@@ -165,6 +166,10 @@ class _Group:
     world: int
     stop_from_checkpoint: int | None
     faulted: set[int]
+    lockstep: bool = True
+    """``sync: lockstep``: the ranks meet before each checkpoint, as a rank process does."""
+    collective: ThreadCollective = field(init=False)
+    """The meetings and agreements a rank process holds over its process group."""
     stop_at_batch: dict[int, int] = field(default_factory=dict)
     """Per surviving rank: where torchrun would end it, once the crashed rank is gone."""
     failed: threading.Event = field(default_factory=threading.Event)
@@ -174,6 +179,19 @@ class _Group:
     torn_down_at: float | None = None
     """When the launcher released the store or raised in the rank threads: from then on a
     rank's failure is the teardown's doing (torchrun's agent would have SIGTERMed it)."""
+
+    def __post_init__(self) -> None:
+        self.collective = ThreadCollective(self.world)
+
+    def left(self, rank: int, exc: BaseException) -> None:
+        """Rank ``rank``'s thread ended with ``exc``: no peer waits for it in a meeting."""
+        self.collective.break_(f"rank {rank} left the group: {type(exc).__name__}: {exc}")
+
+    def _all_min(self, rank: int, value: int, where: str) -> int:
+        try:
+            return self.collective.all_min(rank, value)
+        except CollectiveBroken as exc:  # torchrun's agent would end this rank now
+            raise GroupStopped(f"rank {rank} stopped with its group {where}: {exc}") from None
 
     def hooks(self, rank: int, router: _WarningRouter) -> RankHooks:
         def on_step(n: int, taken: int) -> None:
@@ -195,9 +213,17 @@ class _Group:
                     f"rank {rank} stopped with its group before checkpoint {index}: a rank's "
                     "scheduled fault ended the launch"
                 )
+            if self.lockstep:
+                self._all_min(rank, 1, f"before the meeting of checkpoint {index}")
+
+        def agree(ok: bool) -> bool:
+            return bool(self._all_min(rank, int(ok), "in a checkpoint agreement"))
 
         return RankHooks(
-            on_step=on_step, before_checkpoint=before_checkpoint, capture_warnings=router.capture
+            on_step=on_step,
+            before_checkpoint=before_checkpoint,
+            agree=agree,
+            capture_warnings=router.capture,
         )
 
 
@@ -263,6 +289,7 @@ class InprocLauncher:
                 wspec.tp,
             ),
             faulted={f.rank for f in wspec.faults},
+            lockstep=wspec.sync == "lockstep",
         )
         if wspec.faults:
             first = min(f.at_step for f in wspec.faults)
@@ -289,6 +316,7 @@ class InprocLauncher:
                     )
                 except BaseException as exc:
                     group.ended.add(rank)
+                    group.left(rank, exc)
                     if group.torn_down_at is not None and not isinstance(
                         exc, (GroupStopped, GroupTornDown)
                     ):

@@ -50,8 +50,8 @@ Rules, per launch ``i`` (C: its canonical_replicas):
   ``free``, at most one a launch, on two ranks of it and one of its checkpoints, beside no
   other fault and no ``independent`` retry; a retry policy (lockstep, independent, skip) only
   where a checkpoint can fail on purpose: a link fault, a round-point rank fault or a lag.
-  On the in-process tier threads start together and never meet, so ``free`` means what
-  ``lockstep`` means there; a lag needs a process group (``inproc.inproc_refusal``).
+  On the in-process tier rank threads run in lockstep (they meet in
+  ``inproc.collective``); a lag needs a process group (``inproc.inproc_refusal``).
 """
 
 from __future__ import annotations

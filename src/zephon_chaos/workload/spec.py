@@ -204,8 +204,8 @@ class WorkloadSpec:
     retry_attempts: int = 2
     """Checkpoint calls per checkpoint at most, under lockstep or independent retry."""
     sync: Sync = "free"
-    """``lockstep``: the ranks of a torchrun group meet in a collective before each
-    checkpoint (see ``SYNCS``); rank threads start together and need none."""
+    """``lockstep``: the ranks meet before each checkpoint (see ``SYNCS``): a torchrun group
+    in an all-reduce, rank threads in ``inproc.collective``."""
     lags: tuple[RankLag, ...] = ()
     """Deliberate late arrivals at checkpoints (``RankLag``); torchrun groups only."""
     resume_on_restart: bool = False

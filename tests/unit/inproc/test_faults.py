@@ -70,6 +70,12 @@ CASES = {
     "raise-at-follower-shard": Case(
         RankFault(1, 0, "raise", at="shard"), ("failed",), aggregations=("store", "dir")
     ),
+    # The follower's call fails at once; under skip it must agree with the leader (still
+    # waiting out the round) before its next checkpoint, or it joins that round with a later
+    # shard and the leader's merge refuses it (inproc.collective).
+    "raise-at-follower-shard-skip": Case(
+        RankFault(1, 0, "raise", at="shard"), ("failed",), "skip", aggregations=("dir", "store")
+    ),
     "raise-at-leader-outcome": Case(
         RankFault(0, 0, "raise", at="outcome"),
         ("completed", "failed", "split resolved"),
