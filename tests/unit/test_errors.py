@@ -21,6 +21,7 @@ OUTSIDE_THE_TREE: dict[str, str] = {
     # thread, caught by its launcher; an `except ChaosError` in a rank must not swallow them.
     "zephon_chaos.inproc.launcher.GroupStopped": "ends a rank thread; never leaves the launcher",
     "zephon_chaos.inproc.launcher.GroupTornDown": "asynchronous BaseException that ends a thread",
+    "zephon_chaos.inproc.collective.CollectiveBroken": "becomes GroupStopped in the rank thread",
     # Hypothesis must not treat it as a failure to shrink; a BaseException on purpose.
     "zephon_chaos.explore.judged.EndShrinking": "ends Hypothesis's shrinking of a round",
     # A SIGTERM taking Ctrl-C's path: a KeyboardInterrupt, so every clean-up that stops a
