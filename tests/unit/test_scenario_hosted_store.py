@@ -12,7 +12,7 @@ from hypothesis import Phase as HPhase
 from zephon_chaos.explore.cells import Dim, Relaunch, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
-from zephon_chaos.inproc.launcher import inproc_refusal
+from zephon_chaos.inproc.refusal import inproc_refusal
 from zephon_chaos.scenario import Phase, Scenario, ScenarioError, StoreFault
 from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.strategies import STORE_FAULT_TIMEOUT_S, scenarios
@@ -85,6 +85,16 @@ def test_restarts_need_a_rank_fault_of_attempt_zero() -> None:
     assert fixed.phases[0].rank_faults == (RankFault(0, 2, "exit", restart=0),)
     assert violations(fixed) == []
     assert normalised(bare).phases[0].max_restarts == 0
+
+
+def test_a_restarted_launch_runs_in_lockstep() -> None:
+    """Free-running survivors would leave a round open in the store the restart reuses."""
+    fault = (RankFault(1, 1, "exit", restart=0),)
+    free = hosted(Phase(2, 3, (CheckpointAt(3),), rank_faults=fault, max_restarts=1, sync="free"))
+    assert "phases[0].sync" in fields(free)
+    fixed = normalised(free)
+    assert fixed.phases[0].sync == "lockstep" and fixed.phases[0].max_restarts == 1
+    assert violations(fixed) == []
 
 
 def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference() -> None:

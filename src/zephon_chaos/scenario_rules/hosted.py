@@ -104,6 +104,16 @@ def store_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     yield from _restart_violations(s, i)
 
 
+RESTARTS_IN_LOCKSTEP = (
+    "must be 'lockstep' under max_restarts: free-running survivors of the crashed rank enter "
+    "a checkpoint round it never joins, and the restarted workers, in the same store "
+    "namespace (no checkpoint restored), join that dead round: Zephon's documented "
+    "best-effort isolation (KVCoordinator; RoundCoordinator.cleanup leaves failed rounds to "
+    "the operator), failing the restarted round after aggregate_timeout_s"
+)
+"""Why a restarted launch runs in lockstep, as a trainer does."""
+
+
 def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
     ph, where = s.phases[i], f"phases[{i}]"
     if ph.max_restarts < 0:
@@ -130,6 +140,8 @@ def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
                 f"{where}.rank_faults[{j}].action",
                 f"under max_restarts one of {RESTART_ACTIONS} (torchrun restarts ended workers)",
             )
+    if ph.sync != "lockstep":
+        yield Violation(f"{where}.sync", RESTARTS_IN_LOCKSTEP)
     if ph.hosts != 1:
         yield Violation(f"{where}.max_restarts", "restarts are checked on one host")
     if i < len(s.phases) - 1 and ph.restore_point is None:
@@ -153,6 +165,8 @@ def normalised_store_faults(s: Scenario, i: int, ph: Phase) -> Phase:
         )
         restarts = restarts if faults else 0
         ph = replace(ph, rank_faults=faults or ph.rank_faults, max_restarts=restarts)
+        if restarts:
+            ph = replace(ph, sync="lockstep", lags=())
         if faults and i < len(s.phases) - 1 and not ph.checkpoints:
             ph = replace(ph, checkpoints=(CheckpointAt(ph.steps),))
     else:
