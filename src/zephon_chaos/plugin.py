@@ -14,7 +14,11 @@ from zephon_chaos.fixtures.hygiene import chaos_hygiene, chaos_registry  # noqa:
 from zephon_chaos.fixtures.netns import chaos_hosts, multinode_resume_check  # noqa: F401
 from zephon_chaos.fixtures.proxy import echo_server, toxiproxy, toxiproxy_server  # noqa: F401
 from zephon_chaos.fixtures.recipe import recipe_run  # noqa: F401
-from zephon_chaos.fixtures.resume import resume_check, zephon_dataset  # noqa: F401
+from zephon_chaos.fixtures.resume import (  # noqa: F401
+    chaos_reference_cache,
+    resume_check,
+    zephon_dataset,
+)
 from zephon_chaos.fixtures.warm import chaos_warm_lane, chaos_warm_server  # noqa: F401
 from zephon_chaos.gpu_summary import pytest_terminal_summary  # noqa: F401
 
@@ -25,6 +29,22 @@ MARKERS: dict[str, str] = {
     "slow": "expensive scenario kept out of the default CI run; run by `tox -e deep`",
     "no_chaos_hygiene": "opt out of the per-test leak check (processes, ports, temp entries)",
 }
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from zephon_chaos import newhooks
+
+    pluginmanager.add_hookspecs(newhooks)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_zephon_chaos_make_launcher(request: pytest.FixtureRequest, groups):  # type: ignore[no-untyped-def]
+    """This plugin's launcher: the lane ``--chaos-launch`` names (``newhooks``)."""
+    if request.config.getoption("--chaos-launch", default="cli") == "warm":
+        from zephon_chaos.fixtures.warm import warm_launcher_for
+
+        return warm_launcher_for(request, groups)
+    return groups.run_spec
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -19,8 +19,8 @@ from zephon_chaos.hygiene.owner import OWNER_VAR
 OUTSIDE_THE_TREE: dict[str, str] = {
     # The in-process tier's stand-ins for a signal ending a rank process: raised in a rank
     # thread, caught by its launcher; an `except ChaosError` in a rank must not swallow them.
-    "zephon_chaos.inproc.launcher.GroupStopped": "ends a rank thread; never leaves the launcher",
-    "zephon_chaos.inproc.launcher.GroupTornDown": "asynchronous BaseException that ends a thread",
+    "zephon_chaos.inproc.group.GroupStopped": "ends a rank thread; never leaves the launcher",
+    "zephon_chaos.inproc.group.GroupTornDown": "asynchronous BaseException that ends a thread",
     "zephon_chaos.inproc.collective.CollectiveBroken": "becomes GroupStopped in the rank thread",
     # Hypothesis must not treat it as a failure to shrink; a BaseException on purpose.
     "zephon_chaos.explore.judged.EndShrinking": "ends Hypothesis's shrinking of a round",
@@ -91,7 +91,7 @@ def test_the_allow_list_names_real_classes_outside_the_tree() -> None:
         ("zephon_chaos.workload.spec.SpecError", InvalidInput, ValueError),
         ("zephon_chaos.faults.interposer.InterposerError", InvalidInput, ValueError),
         ("zephon_chaos.faults.scenario_proxy.ProxyFaultError", InvalidInput, ValueError),
-        ("zephon_chaos.inproc.launcher.TierRefusal", InvalidInput, ValueError),
+        ("zephon_chaos.inproc.refusal.TierRefusal", InvalidInput, ValueError),
         ("zephon_chaos.commands.UsageError", InvalidInput, Exception),
         ("zephon_chaos.faults.placement.PlacementError", HarnessError, RuntimeError),
         ("zephon_chaos.faults.process.ProcessFaultError", HarnessError, RuntimeError),

@@ -434,7 +434,7 @@ def test_a_peer_lost_before_the_lockstep_meeting_is_a_cause_not_a_finding(resume
     closed gloo connection. It never reached Zephon's round: that is its cause, named."""
     from zephon_chaos.explore.known import judged_ok, unexplained
     from zephon_chaos.scenario import Phase, ProxyFault, Scenario
-    from zephon_chaos.workload.main import MEETING_LOST
+    from zephon_chaos.workload.meetings import MEETING_LOST
     from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
     scenario = Scenario(

@@ -7,7 +7,8 @@ oracles judge both tiers. What only processes can do (signals, launch paths) is 
 here with the reason.
 """
 
-from zephon_chaos.inproc.launcher import InprocLauncher, TierRefusal, inproc_refusal
+from zephon_chaos.inproc.launcher import InprocLauncher
+from zephon_chaos.inproc.refusal import TierRefusal, inproc_refusal
 from zephon_chaos.inproc.runner import inproc_runner
 
 __all__ = ["InprocLauncher", "TierRefusal", "inproc_refusal", "inproc_runner"]

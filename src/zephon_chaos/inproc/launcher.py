@@ -23,208 +23,24 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from zephon_chaos.errors import InvalidInput
-from zephon_chaos.inproc.collective import CollectiveBroken, ThreadCollective
+from zephon_chaos.inproc.group import GroupStopped, GroupTornDown, RankGroup, WarningRouter
+from zephon_chaos.inproc.refusal import TierRefusal, collective_refusal
 from zephon_chaos.inproc.stores import StorePool
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.launch.spec import LaunchSpec
-from zephon_chaos.scenario import Scenario, checkpoints_before_faults
-from zephon_chaos.scenario_rules import STALLING_TOXICS
-from zephon_chaos.workload.main import RankHooks, run_rank
+from zephon_chaos.scenario import checkpoints_before_faults
+from zephon_chaos.workload.main import run_rank
 from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, WorkloadSpec
 
 WORKLOAD_MODULE = "zephon_chaos.workload"
-PROCESS_ONLY_ACTIONS = ("sigkill", "sigterm", "sigstop", "exit", "kill_agent")
 STOPPED_EXITCODE = -15
 """What a rank stopped with its group reports: torchrun ends the survivors with SIGTERM."""
-
-
-class TierRefusal(InvalidInput, ValueError):
-    """A scenario (or launch) this tier cannot run; the message names the field and the way out."""
-
-
-# GroupStopped and GroupTornDown stay outside the ChaosError tree (``zephon_chaos.errors``):
-# they are this tier's stand-in for a signal ending a rank process, raised inside a rank
-# thread and caught by the launcher, which records the rank as stopped. No caller ever sees
-# one, and an ``except ChaosError`` in the code a rank runs must not swallow one.
-class GroupStopped(RuntimeError):
-    """Raised inside a rank thread to end it where torchrun would have ended its process."""
-
-
-class GroupTornDown(BaseException):
-    """Raised asynchronously in a rank thread still running after another rank failed, as
-    torchrun's agent kills a failed group's processes wherever they are (inside a store wait,
-    say). A BaseException, so that no ``except Exception`` in the code under test turns it
-    into a failure of its own."""
-
-
-def inproc_refusal(scenario: Scenario) -> str | None:
-    """Why the in-process tier cannot run ``scenario`` faithfully, or None if it can."""
-    p = scenario.pipeline
-    if p.runner == "process" or p.mtp_mode:
-        what = "runner 'process'" if p.runner == "process" else "mtp_mode"
-        field_name = "runner" if p.runner == "process" else "mtp_mode"
-        return (
-            f"scenario.pipeline.{field_name}: {what} starts worker processes for every rank; "
-            "from rank threads they take tens of seconds to start (measured: 26-70 s a launch "
-            "on 2 cores) and can stall, so run it with --tier torchrun"
-        )
-    if scenario.persist_format in COLLECTIVE_FORMATS:
-        return _collective_refusal("scenario.persist_format", scenario.persist_format)
-    for i, ph in enumerate(scenario.phases):
-        where = f"scenario.phases[{i}]"
-        if ph.launch != "standalone":
-            return (
-                f"{where}.launch: {ph.launch!r} is a torchrun launch path, which threads do not "
-                "have; run it with --tier torchrun"
-            )
-        for j, fault in enumerate(ph.rank_faults):
-            if fault.action in PROCESS_ONLY_ACTIONS:
-                return (
-                    f"{where}.rank_faults[{j}].action: {fault.action!r} signals or ends a "
-                    "process, and ranks here are threads; run it with --tier torchrun"
-                )
-        for j, link in enumerate(ph.proxy_faults):
-            if link.toxic in STALLING_TOXICS:
-                return (
-                    f"{where}.proxy_faults[{j}].toxic: {link.toxic!r} stalls the link, and a "
-                    "rank thread blocked in the C++ store client on it can be ended by nothing "
-                    "but the launch's deadline; run it with --tier torchrun"
-                )
-        if ph.max_restarts:
-            return (
-                f"{where}.max_restarts: torchrun's agent restarts the workers, and here ranks "
-                "are threads with no agent; run it with --tier torchrun"
-            )
-        if ph.store_faults:
-            return (
-                f"{where}.store_faults: the hosted store is stopped, killed or restarted as a "
-                "process of its own, which the in-process tier does not host; run it with "
-                "--tier torchrun"
-            )
-        if ph.lags:
-            return (
-                f"{where}.lags: a lagging rank waits for a peer's checkpoint call over the "
-                "process group, which rank threads do not have; run it with --tier torchrun"
-            )
-    return None
-
-
-def _collective_refusal(where: str, fmt: str) -> str:
-    return (
-        f"{where}: {fmt!r} persistence saves and loads on every rank together over the process "
-        "group, which rank threads do not have; run it with --tier torchrun"
-    )
-
-
-class _WarningRouter:
-    """Routes warnings to the rank thread that emitted them (``catch_warnings`` is global)."""
-
-    def __init__(self) -> None:
-        self._lists: dict[int, list[Any]] = {}
-        self._lock = threading.Lock()
-
-    def show(
-        self,
-        message: Any,
-        category: Any,
-        filename: str,
-        lineno: int,
-        file: Any = None,
-        line: Any = None,
-    ) -> None:
-        with self._lock:
-            target = self._lists.get(threading.get_ident())
-        if target is not None:
-            target.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
-
-    @contextlib.contextmanager
-    def capture(self) -> Iterator[list[Any]]:
-        caught: list[Any] = []
-        ident = threading.get_ident()
-        with self._lock:
-            self._lists[ident] = caught
-        try:
-            yield caught
-        finally:
-            with self._lock:
-                self._lists.pop(ident, None)
-
-
-@dataclass
-class _Group:
-    """Shared state of one launch's rank threads."""
-
-    world: int
-    stop_from_checkpoint: int | None
-    faulted: set[int]
-    lockstep: bool = True
-    """``sync: lockstep``: the ranks meet before each checkpoint, as a rank process does."""
-    collective: ThreadCollective = field(init=False)
-    """The meetings and agreements a rank process holds over its process group."""
-    stop_at_batch: dict[int, int] = field(default_factory=dict)
-    """Per surviving rank: where torchrun would end it, once the crashed rank is gone."""
-    failed: threading.Event = field(default_factory=threading.Event)
-    stop_reason: str = ""
-    ended: set[int] = field(default_factory=set)
-    """Ranks whose thread left ``run_rank`` (an exception raised in it now would be lost)."""
-    torn_down_at: float | None = None
-    """When the launcher released the store or raised in the rank threads: from then on a
-    rank's failure is the teardown's doing (torchrun's agent would have SIGTERMed it)."""
-
-    def __post_init__(self) -> None:
-        self.collective = ThreadCollective(self.world)
-
-    def left(self, rank: int, exc: BaseException) -> None:
-        """Rank ``rank``'s thread ended with ``exc``: no peer waits for it in a meeting."""
-        self.collective.break_(f"rank {rank} left the group: {type(exc).__name__}: {exc}")
-
-    def _all_min(self, rank: int, value: int, where: str) -> int:
-        try:
-            return self.collective.all_min(rank, value)
-        except CollectiveBroken as exc:  # torchrun's agent would end this rank now
-            raise GroupStopped(f"rank {rank} stopped with its group {where}: {exc}") from None
-
-    def hooks(self, rank: int, router: _WarningRouter) -> RankHooks:
-        def on_step(n: int, taken: int) -> None:
-            if self.failed.is_set():
-                raise GroupStopped(f"rank {rank} stopped with its group: {self.stop_reason}")
-            at = self.stop_at_batch.get(rank)
-            limit = self.stop_from_checkpoint
-            if at is not None and n >= at and limit is not None and taken >= limit:
-                raise GroupStopped(
-                    f"rank {rank} stopped with its group at batch {n}: a rank's scheduled "
-                    "fault ended the launch"
-                )
-
-        def before_checkpoint(index: int) -> None:
-            on_step(-1, index)
-            limit = self.stop_from_checkpoint
-            if limit is not None and index >= limit and rank not in self.faulted:
-                raise GroupStopped(
-                    f"rank {rank} stopped with its group before checkpoint {index}: a rank's "
-                    "scheduled fault ended the launch"
-                )
-            if self.lockstep:
-                self._all_min(rank, 1, f"before the meeting of checkpoint {index}")
-
-        def agree(ok: bool) -> bool:
-            return bool(self._all_min(rank, int(ok), "in a checkpoint agreement"))
-
-        return RankHooks(
-            on_step=on_step,
-            before_checkpoint=before_checkpoint,
-            agree=agree,
-            capture_warnings=router.capture,
-        )
 
 
 class InprocLauncher:
@@ -271,14 +87,14 @@ class InprocLauncher:
         spec_file = Path(spec.args[0])
         wspec = WorkloadSpec.read(spec_file)
         if wspec.persist_format in COLLECTIVE_FORMATS:
-            raise TierRefusal(_collective_refusal("spec.persist_format", wspec.persist_format))
+            raise TierRefusal(collective_refusal("spec.persist_format", wspec.persist_format))
         world = spec.world_size
         self.launches += 1
         started = time.monotonic()
         host = self.pool.open() if wspec.pipeline.aggregation == "store" else None
         default_store = f"torch://{host.endpoint}" if host is not None else "torch://"
         stores = _rank_stores(wspec, world, default_store)
-        group = _Group(
+        group = RankGroup(
             world=world,
             stop_from_checkpoint=checkpoints_before_faults(
                 wspec.checkpoints,
@@ -298,7 +114,7 @@ class InprocLauncher:
                 if r not in group.faulted and world // tp <= c:
                     per = max(1, len(lanes_of(r, world, c, mapping, tp)))
                     group.stop_at_batch[r] = first * per
-        router = _WarningRouter()
+        router = WarningRouter()
         children_before = _children()
         errors: dict[int, BaseException] = {}
         tracebacks: dict[int, str] = {}
@@ -376,7 +192,7 @@ class InprocLauncher:
     def _join(
         self,
         threads: list[threading.Thread],
-        group: _Group,
+        group: RankGroup,
         host: Any,
         deadline: float,
         cut_links: Any = None,
@@ -457,7 +273,7 @@ WAIT_DEPTH = 2
 """How far from the innermost frame the wait loop may be (``time.sleep`` has no frame)."""
 
 
-def _tear_down(threads: list[threading.Thread], group: _Group) -> None:
+def _tear_down(threads: list[threading.Thread], group: RankGroup) -> None:
     """Raise :class:`GroupTornDown` in every rank thread still inside its rank that is
     waiting in one of Zephon's poll loops; it is delivered at the thread's next bytecode, so
     a waiting rank ends within one poll. Anywhere else an asynchronous exception can land

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zephon_chaos.inproc.launcher import InprocLauncher, TierRefusal, inproc_refusal
+from zephon_chaos.inproc.launcher import InprocLauncher
+from zephon_chaos.inproc.refusal import TierRefusal, inproc_refusal
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.workload.records import RankRecord

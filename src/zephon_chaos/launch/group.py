@@ -16,44 +16,32 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from zephon_chaos.launch.deathwatch import DeathWatch
 from zephon_chaos.launch.elastic_errors import (
+    ElasticFailure,
     agent_crash_note,
     last_exception_line,
     parse_summary,
     read_error_file,
 )
 from zephon_chaos.launch.exitcodes import describe
+from zephon_chaos.launch.first_failure import FailedRank, first_failure
+from zephon_chaos.launch.launch_env import launch_env
 from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
 from zephon_chaos.launch.procs import (
-    SPAWNHOOK_DIR,
     ProcessRegistry,
     ProcId,
     exit_notes,
     recorded_procs,
 )
 from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
+from zephon_chaos.launch.spawner import AgentProcess, AgentSpawner, CliSpawner
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.workload.self_faults import self_signals
 
-# Variables of an enclosing launch that would mislead a nested torchrun.
-_INHERITED_LAUNCH_VARS = (
-    "RANK",
-    "LOCAL_RANK",
-    "GROUP_RANK",
-    "ROLE_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_ERROR_FILE",
-    "ZEPHON_CHAOS_GROUP",
-    "ZEPHON_CHAOS_PID_DIR",
-)
 STATIC_PORT_ATTEMPTS = 5
 
 StackCollector = Callable[["TorchrunGroup"], dict[str, str]]
@@ -72,6 +60,7 @@ class TorchrunGroup:
         registry: ProcessRegistry | None = None,
         on_deadline: StackCollector | None = None,
         python: str = sys.executable,
+        spawner: AgentSpawner | None = None,
     ) -> None:
         spec.validate()
         if spec.hosts > 1 and not self.places_hosts:
@@ -81,7 +70,7 @@ class TorchrunGroup:
             )
         if not spec.module:
             # torchrun runs in the group's own directory: a relative script path would break.
-            spec.entry = Path(spec.entry).resolve()
+            spec = replace(spec, entry=Path(spec.entry).resolve())
         self.spec = spec
         self.workdir = Path(workdir)
         self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -94,7 +83,8 @@ class TorchrunGroup:
             self.registry.pid_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.on_deadline = on_deadline
         self.python = python
-        self.agents: list[subprocess.Popen[bytes]] = []
+        self.spawner: AgentSpawner = spawner or CliSpawner(python)
+        self.agents: list[AgentProcess] = []
         self.agent_logs: list[Path] = []
         self.master_port: int | None = None
         self._store_host: object | None = None
@@ -105,48 +95,22 @@ class TorchrunGroup:
 
     # ---- starting -------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in _INHERITED_LAUNCH_VARS}
-        pythonpath = [SPAWNHOOK_DIR]
-        if env.get("PYTHONPATH"):
-            pythonpath.append(env["PYTHONPATH"])
-        env.update(
-            {
-                "TMPDIR": str(self.tmpdir),
-                "GLOO_SOCKET_IFNAME": "lo",
-                "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
-                "PYTHONUNBUFFERED": "1",
-                "PYTHONPATH": os.pathsep.join(pythonpath),
-            }
-        )
-        env.update(self.registry.env())
-        env.update(self.spec.env)
-        return env
+        return launch_env(self.tmpdir, self.registry, self.spec.env)
 
-    def _agent_argv(self, node: int) -> list[str]:
+    def _torchrun_args(self, node: int) -> list[str]:
+        """torchrun's own arguments for agent ``node``: what every spawner receives."""
         spec = self.spec
         log_dir = self.workdir / "logs" / f"agent{node}"
-        argv = [
-            self.python,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            str(spec.nproc),
-            "--log-dir",
-            str(log_dir),
-            "--redirects",
-            "3",
-            "--max-restarts",
-            str(spec.max_restarts),
-            "--monitor-interval",
-            "0.1",
-        ]
-        argv += self._rendezvous_args(node)
-        if spec.module:
-            argv += ["-m", str(spec.entry)]
-        else:
-            argv.append(str(spec.entry))
-        argv += list(spec.args)
-        return argv
+        args = ["--nproc-per-node", str(spec.nproc), "--log-dir", str(log_dir)]
+        args += ["--redirects", "3", "--max-restarts", str(spec.max_restarts)]
+        args += ["--monitor-interval", "0.1", *self._rendezvous_args(node)]
+        args += ["-m", str(spec.entry)] if spec.module else [str(spec.entry)]
+        return args + list(spec.args)
+
+    def agent_argv(self, node: int) -> list[str]:
+        """Agent ``node``'s whole command line on the CLI lane (its own spawner's, if CLI)."""
+        cli = self.spawner if isinstance(self.spawner, CliSpawner) else CliSpawner(self.python)
+        return cli.command(node) + self._torchrun_args(node)
 
     def _rendezvous_args(self, node: int) -> list[str]:
         """How agent ``node`` finds the others (``--standalone``, master or rendezvous)."""
@@ -213,25 +177,10 @@ class TorchrunGroup:
         self.agents, self.agent_logs = [], []
         for node in range(self.spec.nnodes):
             log = self.workdir / f"agent{node}-attempt{self._attempt}.log"
-            agent = self._spawn_agent(self._agent_argv(node), env, log)
+            agent = self.spawner.spawn(node, self._torchrun_args(node), env, self.workdir, log)
             self.registry.add(agent.pid)
             self.agents.append(agent)
             self.agent_logs.append(log)
-
-    def _spawn_agent(
-        self, argv: list[str], env: dict[str, str], log: Path
-    ) -> subprocess.Popen[bytes]:
-        """One agent, ``python -m torch.distributed.run ...`` in a session of its own."""
-        with open(log, "wb") as out:
-            return subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=self.workdir,
-                start_new_session=True,
-            )
 
     # ---- watching and faulting -------------------------------------------------------------
     def worker_records(self) -> dict[ProcId, dict[str, object]]:
@@ -278,7 +227,7 @@ class TorchrunGroup:
 
     def deadline_in(self, seconds: float) -> None:
         """Move the deadline to ``seconds`` from now (after a logical event, say)."""
-        self.spec.deadline_s = (time.monotonic() - self._started_at) + seconds
+        self.spec = replace(self.spec, deadline_s=time.monotonic() - self._started_at + seconds)
 
     @property
     def result(self) -> GroupResult | None:
@@ -370,10 +319,8 @@ class TorchrunGroup:
         fired = self_signals(self.registry.pid_dir)
         exited_at = exit_notes(self.registry.pid_dir)
         died = self._death_watch.stop()
-        timed: dict[int, float] = {}  # failed ranks (not the harness's doing) -> when they failed
         ranks: list[RankOutcome] = []
-        first: RankOutcome | None = None
-        first_key: tuple[bool, bool, bool, float] = (True, True, True, float("inf"))
+        failed: list[FailedRank] = []
         for rank in range(self.spec.world_size):
             pid_id = workers.get(rank)
             rec = records.get(pid_id, {}) if pid_id else {}
@@ -382,25 +329,7 @@ class TorchrunGroup:
             restart = int(str(rec.get("restart") or 0))
             rank_dir = self._rank_log_dir(node, restart, local)
             failure = failures.get(rank)
-            unknown: str | None = None
-            if failure is not None:
-                code: int | None = failure.exitcode
-            elif timed_out:
-                code = -signal.SIGKILL
-            elif pid_id is None:
-                code = None
-            elif pid_id.pid in self.registry.killed_by_us:
-                # An orphan of a dead agent, killed in teardown: no agent saw it end.
-                code = -self.registry.killed_by_us[pid_id.pid]
-            elif node in silent:
-                code, unknown = None, silent[node]  # its agent failed and said nothing of it
-            elif self._agent_failed(node) and pid_id not in exited_at:
-                # Its agent listed failures but not this rank, and the rank noted no exit of
-                # its own (every normal exit is noted): no evidence of a success.
-                code = None
-                unknown = "its agent's failure summary omits it, and it noted no exit of its own"
-            else:
-                code = 0
+            code, unknown = self._rank_exit(failure, timed_out, pid_id, node, silent, exited_at)
             outcome = RankOutcome(
                 rank=rank,
                 local_rank=local,
@@ -425,34 +354,18 @@ class TorchrunGroup:
                 outcome.error = last_exception_line(outcome.tail("stderr", 200))
             ranks.append(outcome)
             if code not in (0, None):
-                # A rank its agent stopped (SIGTERM, once another rank had failed) is a
-                # consequence; then torchelastic's root cause wins, then a rank the harness
-                # did not kill, then the earliest error file.
-                torn_down = outcome.killed_by_harness and failure is None
-                stopped = (
-                    code == -signal.SIGTERM
-                    and outcome.self_signal is None
-                    and not outcome.killed_by_harness
+                failed.append(
+                    FailedRank(
+                        outcome,
+                        reported=failure is not None,
+                        root_cause=bool(failure is not None and failure.root_cause),
+                        stamp=stamp,
+                        exited_at=exited_at.get(pid_id) if pid_id else None,
+                        died_at=died.get(pid_id) if pid_id else None,
+                    )
                 )
-                key = (
-                    stopped,
-                    not (failure is not None and failure.root_cause),
-                    torn_down,
-                    stamp,
-                )
-                if first is None or key < first_key:
-                    first, first_key = outcome, key
-                # When it failed: its own exit note (the start of its exit), else the moment the
-                # death watch saw it die (a rank killed by a signal notes nothing). A rank its
-                # agent stopped died of another's failure, after it.
-                if pid_id in exited_at and not torn_down:
-                    timed[rank] = exited_at[pid_id]
-                elif pid_id in died and not torn_down and not stopped:
-                    timed[rank] = died[pid_id]
-        if first is not None and first.rank in timed:
-            # torchelastic's root cause is the earliest whole-second timestamp, a tie when
-            # two ranks fail within one poll; where both failures were timed, the times decide.
-            first = next(r for r in ranks if r.rank == min(timed, key=timed.__getitem__))
+        first = first_failure(failed)
+        notes += self.spawner.notes()
         if self._attempt > 1:
             notes.append(f"note: static port was busy; launched {self._attempt} times")
         return GroupResult(
@@ -468,6 +381,34 @@ class TorchrunGroup:
             attempts=self._attempt,
             notes=notes,
         )
+
+    def _rank_exit(
+        self,
+        failure: ElasticFailure | None,
+        timed_out: bool,
+        pid_id: ProcId | None,
+        node: int,
+        silent: dict[int, str],
+        exited_at: dict[ProcId, float],
+    ) -> tuple[int | None, str | None]:
+        """A rank's exit code, from the best evidence there is, and why it is unknown (None:
+        known). ``silent``: the nodes whose agent failed and said nothing of its ranks."""
+        if failure is not None:
+            return failure.exitcode, None
+        if timed_out:
+            return -signal.SIGKILL, None
+        if pid_id is None:
+            return None, None
+        if pid_id.pid in self.registry.killed_by_us:
+            # An orphan of a dead agent, killed in teardown: no agent saw it end.
+            return -self.registry.killed_by_us[pid_id.pid], None
+        if node in silent:
+            return None, silent[node]  # its agent failed and said nothing of it
+        if self._agent_failed(node) and pid_id not in exited_at:
+            # Its agent listed failures but not this rank, and the rank noted no exit of its
+            # own (every normal exit is noted): no evidence of a success.
+            return None, "its agent's failure summary omits it, and it noted no exit of its own"
+        return 0, None
 
     def _agent_failed(self, node: int) -> bool:
         return node < len(self.agents) and self.agents[node].returncode not in (0, None)

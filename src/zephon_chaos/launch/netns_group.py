@@ -19,6 +19,7 @@ from zephon_chaos.launch.group import StackCollector, TorchrunGroup
 from zephon_chaos.launch.netns import IFNAME, HostNetwork
 from zephon_chaos.launch.procs import ProcessRegistry
 from zephon_chaos.launch.result import GroupResult
+from zephon_chaos.launch.spawner import CliSpawner
 from zephon_chaos.launch.spec import LaunchSpec
 
 RDZV_PORT = 29400
@@ -46,16 +47,16 @@ class NetnsGroup(TorchrunGroup):
                 f"network of {network.size} hosts; they must be equal"
             )
         self.network = network
-        super().__init__(spec, workdir, registry=registry, on_deadline=on_deadline, python=python)
+        spawner = CliSpawner(python, prefix=lambda node: network.host(node).exec_prefix())
+        super().__init__(
+            spec, workdir, registry, on_deadline=on_deadline, python=python, spawner=spawner
+        )
 
     def env(self) -> dict[str, str]:
         env = super().env()
         if "GLOO_SOCKET_IFNAME" not in self.spec.env:
             env["GLOO_SOCKET_IFNAME"] = IFNAME
         return env
-
-    def _agent_argv(self, node: int) -> list[str]:
-        return self.network.host(node).exec_prefix() + super()._agent_argv(node)
 
     def _rendezvous_args(self, node: int) -> list[str]:
         spec, host = self.spec, self.network.host(node)

@@ -11,9 +11,9 @@ LaunchPath = Literal["standalone", "static", "c10d"]
 LAUNCH_PATHS: tuple[LaunchPath, ...] = ("standalone", "static", "c10d")
 
 
-@dataclass
+@dataclass(frozen=True)
 class LaunchSpec:
-    """One torchrun group.
+    """One torchrun group; frozen: whoever needs another makes it with ``dataclasses.replace``.
 
     ``path`` is how users start torchrun: ``standalone`` (``--standalone``), ``static``
     (``--master-addr/--master-port``, the recipe demo's path) or ``c10d`` (``--rdzv-backend

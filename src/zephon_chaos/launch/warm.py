@@ -4,8 +4,8 @@ A launch through the CLI path pays a fresh interpreter importing torch and zepho
 process (~4 s for two ranks here). The warm lane keeps one server process that has imported
 them (:mod:`warm_server`); each launch forks an agent from it that runs torchrun's own code
 (argument parsing, rendezvous, TCPStore, elastic agent, logs) with workers started by fork
-(:mod:`warm_agent`). The harness side is :class:`WarmGroup`, a :class:`TorchrunGroup` whose
-agents live in the server: the same environment, per-rank log layout, PID records, deadline
+(:mod:`warm_agent`). The harness side is a :class:`TorchrunGroup` with a :class:`WarmSpawner`,
+whose agents live in the server: the same environment, per-rank log layout, PID records, deadline
 and reaping, and therefore the same :class:`GroupResult`.
 
 Where a fork is unsafe (CUDA initialized in the server, or a workload on nccl) the launch
@@ -24,11 +24,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from zephon_chaos.errors import HarnessError
-from zephon_chaos.launch.group import _INHERITED_LAUNCH_VARS, StackCollector, TorchrunGroup
-from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry, ProcId, proc_id
+from zephon_chaos.launch.group import StackCollector, TorchrunGroup
+from zephon_chaos.launch.launch_env import launch_env
+from zephon_chaos.launch.procs import ProcessRegistry, ProcId, proc_id
 from zephon_chaos.launch.result import GroupResult, read_tail
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.launch.warm_protocol import LineChannel, Message, PeerClosed
@@ -65,19 +67,7 @@ class WarmServerProcess:
     # ---- life cycle -----------------------------------------------------------------------
     def env(self) -> dict[str, str]:
         """The server's environment: the CLI path's base (launch variables removed) + our tag."""
-        env = {k: v for k, v in os.environ.items() if k not in _INHERITED_LAUNCH_VARS}
-        pythonpath = [SPAWNHOOK_DIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-        env.update(
-            {
-                "TMPDIR": str(self.workdir / "tmp"),
-                "GLOO_SOCKET_IFNAME": "lo",
-                "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "1"),
-                "PYTHONUNBUFFERED": "1",
-                "PYTHONPATH": os.pathsep.join(pythonpath),
-            }
-        )
-        env.update(self.registry.env())
-        return env
+        return launch_env(self.workdir / "tmp", self.registry)
 
     def start(self, timeout_s: float = START_DEADLINE_S) -> WarmServerProcess:
         if self.proc is not None:
@@ -250,8 +240,26 @@ class WarmAgent:
             os.kill(self.pid, sig)
 
 
+class WarmSpawner:
+    """Agents forked by a warm server, each running torchrun's main with torchrun's own
+    arguments (``launch.spawner``): the warm lane of a :class:`TorchrunGroup`."""
+
+    def __init__(self, server: WarmServerProcess) -> None:
+        self.server = server
+
+    def spawn(
+        self, node: int, args: list[str], env: dict[str, str], cwd: Path, log: Path
+    ) -> WarmAgent:
+        log.write_bytes(b"")
+        return self.server.launch(args, env, cwd, log)
+
+    def notes(self) -> list[str]:
+        dead = [f"note: {self.server.dead}"] if self.server.dead is not None else []
+        return [WARM_NOTE, *dead]
+
+
 class WarmGroup(TorchrunGroup):
-    """A torchrun group whose agents are forked by a warm server instead of exec'd."""
+    """The one :class:`TorchrunGroup`, its agents spawned by a :class:`WarmSpawner`."""
 
     def __init__(
         self,
@@ -261,22 +269,9 @@ class WarmGroup(TorchrunGroup):
         registry: ProcessRegistry | None = None,
         on_deadline: StackCollector | None = None,
     ) -> None:
-        super().__init__(spec, workdir, registry=registry, on_deadline=on_deadline)
+        spawner = WarmSpawner(server)
+        super().__init__(spec, workdir, registry, on_deadline=on_deadline, spawner=spawner)
         self.server = server
-
-    def _spawn_agent(  # type: ignore[override]
-        self, argv: list[str], env: dict[str, str], log: Path
-    ) -> WarmAgent:
-        """Forked by the server, running torchrun's main with the same arguments."""
-        log.write_bytes(b"")
-        return self.server.launch(argv[3:], env, self.workdir, log)  # no `python -m ...run`
-
-    def _collect(self, timed_out: bool, stacks: dict[str, str]) -> GroupResult:
-        result = super()._collect(timed_out, stacks)
-        result.notes.append(WARM_NOTE)
-        if self.server.dead is not None:
-            result.notes.append(f"note: {self.server.dead}")
-        return result
 
 
 def fork_unsafe_reason(spec: LaunchSpec, server: WarmServerProcess | None) -> str | None:
@@ -325,7 +320,7 @@ def warm_launcher(
         base, n = spec.name, 0
         while (root / spec.name).exists():  # names are directories under ``root``
             n += 1
-            spec.name = f"{base}-w{n}"
+            spec = replace(spec, name=f"{base}-w{n}")
         group = WarmGroup(spec, root / spec.name, server, on_deadline=on_deadline)
         if on_group is not None:
             on_group(group)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from zephon_chaos.runner.checks import crash_problems, expected_failure_problems, failed_launch
 from zephon_chaos.runner.fate import Fate, PhaseFate, phase_fate
 from zephon_chaos.runner.outcome import PhaseRun, ResumeFact, ScenarioOutcome, surviving_checkpoint
-from zephon_chaos.runner.resume import _Resume, restarted_attempt
+from zephon_chaos.runner.resume import Resume, restarted_attempt
 from zephon_chaos.runner.scenario_runner import (
     Launcher,
     ScenarioRunner,
@@ -25,10 +25,10 @@ __all__ = [
     "Launcher",
     "PhaseFate",
     "PhaseRun",
+    "Resume",
     "ResumeFact",
     "ScenarioOutcome",
     "ScenarioRunner",
-    "_Resume",
     "cli_launcher",
     "crash_problems",
     "expected_failure_problems",

@@ -19,16 +19,11 @@ from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
-from zephon_chaos.oracles.global_batches import (
-    assemble,
-    compare,
-    lane_streams,
-)
 from zephon_chaos.problem import Area
 from zephon_chaos.runner.checks import failed_launch
 from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
-from zephon_chaos.runner.resume import _Resume, restarted_attempt
+from zephon_chaos.runner.resume import Resume, restarted_attempt
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
 from zephon_chaos.workload.records import RankRecord, read_phase
@@ -160,7 +155,7 @@ class ScenarioRunner:
         reference = self._reference(scenario, work, data_dir, outcome)
         if reference is None:
             return outcome
-        track = _Resume(resumes=outcome.resumes)
+        track = Resume()
         watching = contextlib.ExitStack()  # a hosted-store fault's watcher, per launch
         store_host = None
         proxy_faults = None
@@ -218,7 +213,9 @@ class ScenarioRunner:
                 if phase.max_restarts and phase.rank_faults:
                     # torchrun restarted the workers: attempt 0 up to the checkpoint attempt 1
                     # resumed is kept, and attempt 1 is judged as the launch from here on.
-                    out, spec = restarted_attempt(scenario, i, spec, result, track, outcome)
+                    out, spec, track = restarted_attempt(
+                        scenario, i, spec, result, track, outcome
+                    )
                     phase = replace(phase, rank_faults=())
                 records = track.cumulative(read_phase(out, phase.world_size))
                 outcome.problems += [p.in_phase(i) for p in dp_oracle.problems(records, phase.tp)]
@@ -240,28 +237,23 @@ class ScenarioRunner:
                 outcome.harness_problems += judged.harness_problems
                 if judged.fate is Fate.REFUSED:
                     continue
-                track.resumed(i, phase.world_size, phase.tp)
+                track, fact = track.resumed(i, phase.world_size, phase.tp)
+                if fact is not None:
+                    outcome.resumes.append(fact)
                 if judged.fate is Fate.LAST:
-                    track.keep_all(run, range(c), reference)
+                    track = track.keep_all(run, range(c), reference)
                     break
                 if judged.fate.cut_short:
                     return outcome
                 if judged.keep is not None:
-                    track.keep(run, judged.keep)
+                    track = track.keep(run, judged.keep)
         finally:
             watching.close()
             if store_host is not None:
                 self.close_store(store_host)
             if proxy_faults is not None:
                 proxy_faults.close()
-        if track.kept:
-            ref_streams = lane_streams(reference)
-            expected = {
-                lane: min(n, len(ref_streams.get(lane, []))) for lane, n in track.expected.items()
-            }
-            outcome.verdict = compare(
-                ref_streams, assemble(track.kept), expected, exact=track.exact
-            )
+        outcome.verdict = track.verdict(reference)
         return outcome
 
     def _reference(

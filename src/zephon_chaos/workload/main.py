@@ -12,20 +12,19 @@ import os
 import sys
 import time
 import traceback
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from zephon_chaos.lanes import dp_group, lanes_of
 from zephon_chaos.workload import persist
+from zephon_chaos.workload.checkpointing import take_checkpoint
 from zephon_chaos.workload.data import build_pipeline
+from zephon_chaos.workload.hooks import RankHooks
+from zephon_chaos.workload.meetings import lag_hooks, meet, meet_before_fault, record_collective
 from zephon_chaos.workload.plants import Plant
 from zephon_chaos.workload.records import RecordWriter
-from zephon_chaos.workload.self_faults import signal_self
-from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, RankFault, WorkloadSpec
+from zephon_chaos.workload.spec import WorkloadSpec
 
 
 def _aggregation(spec: WorkloadSpec) -> tuple[str | None, str | None]:
@@ -41,25 +40,6 @@ def _aggregation(spec: WorkloadSpec) -> tuple[str | None, str | None]:
     if not spec.aggregate_dir:
         raise ValueError("aggregation 'dir' needs spec.aggregate_dir")
     return None, spec.aggregate_dir
-
-
-def _fire(fault: RankFault, rank: int, out: RecordWriter) -> None:
-    out.write(
-        "fault",
-        rank=rank,
-        at_step=fault.at_step,
-        action=fault.action,
-        pid=os.getpid(),
-        at=time.monotonic(),
-    )
-    out.flush()
-    action = fault.action
-    if signal_self(action):
-        return
-    if action == "raise":
-        raise RuntimeError(f"rank {rank} raises at step {fault.at_step} (scheduled fault)")
-    else:
-        raise ValueError(f"unknown rank fault action {action!r}")
 
 
 def run(spec: WorkloadSpec) -> int:
@@ -90,14 +70,14 @@ def run(spec: WorkloadSpec) -> int:
 
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     default_store = _place_store_proxy(spec, rank, world)
-    hooks = RankHooks(before_fault=lambda step: _meet_before_fault(device, step))
+    hooks = RankHooks(before_fault=lambda step: meet_before_fault(device, step))
     if spec.lags:  # a launch with a lag has no other fault (scenario_rules)
-        hooks = _lag_hooks(spec, rank, device)
+        hooks = lag_hooks(spec, rank, device)
     elif spec.sync == "lockstep":
-        hooks = replace(hooks, before_checkpoint=lambda index: _meet(device, index))
+        hooks = replace(hooks, before_checkpoint=lambda index: meet(device, index))
     code = run_rank(spec, rank, world, default_store=default_store, device=device, hooks=hooks)
     if spec.store_proxy_ports:
-        _record_collective(spec, rank, world, "after_run")
+        record_collective(spec, rank, world, "after_run")
     with contextlib.suppress(Exception):
         dist.barrier()
     dist.destroy_process_group()
@@ -114,141 +94,8 @@ def _place_store_proxy(spec: WorkloadSpec, rank: int, world: int) -> str:
     out = RecordWriter(spec.out_dir, rank)
     out.write("placement", **(placement.as_record() if placement else {"rank": rank}))
     out.close()
-    _record_collective(spec, rank, world, "after_placement")
+    record_collective(spec, rank, world, "after_placement")
     return placement.store_uri if placement else "torch://"
-
-
-def _record_collective(spec: WorkloadSpec, rank: int, world: int, label: str) -> None:
-    """An all-reduce over the process group, recorded: gloo traffic works beside the proxies."""
-    import torch
-    import torch.distributed as dist
-
-    value = torch.ones(1, dtype=torch.int64)
-    dist.all_reduce(value)
-    out = RecordWriter(spec.out_dir, rank)
-    out.write("collective", label=label, sum=int(value.item()), world=world)
-    out.close()
-
-
-MEETING_LOST = "a peer left the group before the checkpoint meeting"
-"""What a lockstep rank says when a peer died before meeting it: it never entered Zephon's
-checkpoint, so the fault oracle takes this as the cause (``oracles.faults.CAUSES``)."""
-FAULT_MEETING_LOST = "a peer left the group before the meeting of a faulted step"
-"""What a rank says when a peer died before the meeting at a faulted step: the launch failed
-before its fault fired, which the crash oracle reports as such."""
-
-
-def _all_meet(device: Any, lost: str) -> None:
-    """Every rank of the group meets in an all-reduce; a peer gone raises ``lost``, with the
-    collective's own error (gloo's closed connection, as torchrun tears the group down)."""
-    import torch
-    import torch.distributed as dist
-
-    try:
-        dist.all_reduce(torch.ones(1, device=device))
-    except Exception as exc:
-        raise RuntimeError(f"{lost}: {exc}") from exc
-
-
-def _meet(device: Any, index: int) -> None:
-    """Lockstep ranks meet before a checkpoint, as a trainer's gradient all-reduce makes them.
-
-    Without it a rank can reach ``checkpoint()`` later than ``aggregate_timeout_s`` after the
-    leader (a worker process or MTP child still starting, a loaded machine), and the round
-    fails by Zephon's documented timeout, which is no defect (tests/zephon/repro/).
-    """
-    _all_meet(device, f"{MEETING_LOST} of checkpoint {index}")
-
-
-def _meet_before_fault(device: Any, step: int) -> None:
-    """Every rank meets at a step where some rank's fault fires, before it fires: a rank of a
-    synchronous trainer crashes in a step every rank entered, so the checkpoints scheduled
-    before it were persisted and recorded (rank 0 persists, then walks on). Without it the
-    fault raced rank 0's persisting: torchrun ended rank 0 mid-write and the oracle saw a
-    checkpoint due before the fault lost, the agent's doing, not Zephon's."""
-    _all_meet(device, f"{FAULT_MEETING_LOST} {step}")
-
-
-def _lag_hooks(spec: WorkloadSpec, rank: int, device: Any) -> RankHooks:
-    """Hooks of a free-running rank with deliberate late arrivals (``spec.lags``).
-
-    A lagging rank receives a token from the rank it waits for, which sends it once its own
-    ``checkpoint()`` call has ended (before any agreement, which would wait for the lagging
-    rank): the lateness is a logical event, not a guess at a duration. Lockstep ranks would
-    wait for each other in the meeting instead, so lags need ``sync: free``.
-    """
-    import torch
-    import torch.distributed as dist
-
-    if spec.sync != "free":
-        raise ValueError(
-            "spec.lags: a lagging rank waits for a peer's checkpoint call, and lockstep ranks "
-            "meet before it (a deadlock): set sync 'free' or drop the lags"
-        )
-    waits = {lag.checkpoint: lag.awaited() for lag in spec.lags if lag.rank == rank}
-    tells = {lag.checkpoint: lag.rank for lag in spec.lags if lag.awaited() == rank}
-
-    def before(index: int) -> None:
-        peer = waits.get(index)
-        if peer is None:
-            return
-        began = time.monotonic()
-        dist.recv(torch.zeros(1, device=device), src=peer)
-        out = RecordWriter(spec.out_dir, rank)
-        out.write("lag", checkpoint=index, waited_for=peer, began_at=began, at=time.monotonic())
-        out.close()
-
-    def ended(index: int) -> None:
-        peer = tells.get(index)
-        if peer is not None:
-            dist.send(torch.ones(1, device=device), dst=peer)
-
-    return RankHooks(before_checkpoint=before, call_ended=ended)
-
-
-def _agree(ok: bool) -> bool:
-    """Whether every rank's checkpoint succeeded: an all-reduce (MIN) of each rank's success.
-
-    Without an initialised process group (rank threads) there is no one to agree with.
-    """
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return ok
-    import torch
-
-    flag = torch.tensor([1 if ok else 0], dtype=torch.int64)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
-
-
-@dataclass
-class RankHooks:
-    """What differs between a rank process (torchrun) and a rank thread (the in-process tier).
-
-    ``on_step(n, taken)`` runs before batch ``n`` (and at the end), ``before_checkpoint(index)``
-    before each collective checkpoint: either may raise to stop the rank. ``capture_warnings``
-    records the warnings one checkpoint call emits; ``fire`` applies a scheduled fault;
-    ``agree(ok)`` tells whether every rank's checkpoint attempt succeeded (lockstep retry,
-    skip); ``call_ended(index)`` runs once the first ``checkpoint()`` call of a checkpoint has
-    returned or raised (before any agreement: a lagging peer may wait for it);
-    ``before_fault(step)`` runs on every rank at a step where some rank's fault fires, first.
-    """
-
-    on_step: Callable[[int, int], None] = lambda n, taken: None
-    before_checkpoint: Callable[[int], None] = lambda index: None
-    capture_warnings: Callable[[], AbstractContextManager[list[Any]]] = lambda: _catch_warnings()
-    fire: Callable[[RankFault, int, RecordWriter], None] = _fire
-    agree: Callable[[bool], bool] = _agree
-    call_ended: Callable[[int], None] = lambda index: None
-    before_fault: Callable[[int], None] = lambda step: None
-
-
-@contextlib.contextmanager
-def _catch_warnings() -> Iterator[list[Any]]:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield caught
 
 
 def checkpoint_marks(spec: WorkloadSpec, per_step: int) -> list[int]:
@@ -331,7 +178,7 @@ def run_rank(
     def checkpoint(after: int) -> None:
         nonlocal taken
         hooks.before_checkpoint(taken)
-        _checkpoint(pipe, spec, rank, taken, after, lane_counts, out, hooks)
+        take_checkpoint(pipe, spec, rank, taken, after, lane_counts, out, hooks)
         taken += 1
 
     try:
@@ -455,148 +302,6 @@ def _interposed_dir(spec: WorkloadSpec, rank: int, pipe: Any) -> None:
     plan = plan_for(spec, rank)
     if plan is not None:
         interpose_pipeline(pipe, plan)
-
-
-def _checkpoint(
-    pipe: Any,
-    spec: WorkloadSpec,
-    rank: int,
-    index: int,
-    after: int,
-    lane_counts: dict[int, int],
-    out: RecordWriter,
-    hooks: RankHooks,
-) -> None:
-    """One collective checkpoint; under ``spec.retry``, as many attempts as it allows.
-
-    Each attempt of a retrying rank is recorded (kind ``checkpoint_attempt``, with the
-    agreement under lockstep and skip); the one ``checkpoint`` record is the final outcome.
-    Rank 0 persists only a checkpoint that is final (agreed, under lockstep and skip). Under
-    skip a checkpoint not every rank got is recorded as failed (``skipped``) and the rank
-    trains on: every rank makes the same calls, one checkpoint and one agreement each.
-    """
-    started = time.monotonic()
-    attempts = 1 if spec.retry in ("none", "skip") else max(1, spec.retry_attempts)
-    agreeing = spec.retry in ("lockstep", "skip")
-    error: str = ""
-    ckpt: dict[str, Any] | None = None
-    warned: list[Any] = []
-    attempt = 0
-    ended = started  # when the last pipe.checkpoint() call returned or raised
-    for attempt in range(1, attempts + 1):
-        began = time.monotonic()
-        with hooks.capture_warnings() as caught:
-            warned = caught
-            try:
-                ckpt, error = pipe.checkpoint(), ""
-            except Exception as exc:
-                ended = time.monotonic()
-                ckpt, error = None, f"{type(exc).__name__}: {exc}"
-                if attempt == 1:
-                    hooks.call_ended(index)
-                if spec.retry == "none":
-                    _write_checkpoint(
-                        out, index, after, lane_counts, started, error=error, ended_at=ended
-                    )
-                    raise
-            else:
-                ended = time.monotonic()
-                if attempt == 1:
-                    hooks.call_ended(index)
-        if spec.retry == "none":
-            break
-        out.write(
-            "checkpoint_attempt",
-            index=index,
-            attempt=attempt,
-            ok=ckpt is not None,
-            retry=spec.retry,
-            error=error or None,
-            digest=persist.digest(ckpt) if ckpt is not None else None,
-            started_at=began,
-            ended_at=ended,
-        )
-        out.flush()
-        agreed = ckpt is not None
-        if agreeing:
-            try:
-                agreed = hooks.agree(agreed)
-            except Exception as exc:  # a peer died: the agreement itself failed
-                error = f"{type(exc).__name__}: lockstep agreement failed: {exc}"
-                _write_checkpoint(
-                    out, index, after, lane_counts, started, error=error, ended_at=ended
-                )
-                raise
-            out.write("checkpoint_agreement", index=index, attempt=attempt, all_ok=agreed)
-            out.flush()
-        if agreed:
-            break
-        if ckpt is not None:
-            error = (
-                f"RuntimeError: checkpoint {index} succeeded here but failed on another rank "
-                f"({spec.retry} agreement, attempt {attempt} of {attempts})"
-            )
-            ckpt = None
-    else:
-        if spec.retry == "skip":  # recorded, not persisted; the next scheduled one follows
-            _write_checkpoint(
-                out, index, after, lane_counts, started, error=error, ended_at=ended, skipped=True
-            )
-            return
-        _write_checkpoint(
-            out, index, after, lane_counts, started, error=error, attempts=attempts, ended_at=ended
-        )
-        raise RuntimeError(f"checkpoint {index} failed after {attempts} attempt(s): {error}")
-    assert ckpt is not None
-    if rank == 0 or spec.persist_format in COLLECTIVE_FORMATS:  # DCP: every rank, together
-        persist.save(ckpt, spec.checkpoint_path(index), spec.persist_format)
-    _write_checkpoint(
-        out,
-        index,
-        after,
-        lane_counts,
-        started,
-        ckpt=ckpt,
-        caught=warned,
-        attempts=attempt,
-        ended_at=ended,
-    )
-
-
-def _write_checkpoint(
-    out: RecordWriter,
-    index: int,
-    after: int,
-    lane_counts: dict[int, int],
-    started: float,
-    *,
-    ckpt: dict[str, Any] | None = None,
-    error: str = "",
-    caught: list[Any] | None = None,
-    attempts: int = 1,
-    ended_at: float | None = None,
-    skipped: bool = False,
-) -> None:
-    fields: dict[str, Any] = {
-        "index": index,
-        "after_batches": after,
-        "ok": ckpt is not None,
-        "lane_counts": lane_counts,
-        "duration_s": time.monotonic() - started,
-        "started_at": started,
-        "ended_at": ended_at,
-        "attempts": attempts,
-    }
-    if ckpt is None:
-        fields["error"] = error
-        if skipped:
-            fields["skipped"] = True
-    else:
-        fields["digest"] = persist.digest(ckpt)
-        fields["lanes_covered"] = sorted(int(k) for k in (ckpt.get("progress") or {}))
-        fields["warnings"] = [str(w.message) for w in caught or []]
-    out.write("checkpoint", **fields)
-    out.flush()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -108,7 +108,7 @@ def test_agents_dial_host_zero_from_their_own_namespaces(tmp_path: Path) -> None
     spec = LaunchSpec(entry="x", module=True, nproc=2, nnodes=2, hosts=2, path="c10d")
     group = NetnsGroup(spec, tmp_path / "g", net)
     for node in (0, 1):
-        argv = group._agent_argv(node)
+        argv = group.agent_argv(node)
         assert argv[:4] == ["ip", "netns", "exec", net.host(node).netns]
         assert argv[argv.index("--local-addr") + 1] == net.host(node).address
         assert argv[argv.index("--rdzv-endpoint") + 1] == f"{net.host(0).address}:{RDZV_PORT}"

@@ -8,7 +8,7 @@ import pytest
 
 from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
-from zephon_chaos.runner import PhaseRun, _Resume, surviving_checkpoint
+from zephon_chaos.runner import PhaseRun, Resume, surviving_checkpoint
 from zephon_chaos.scenario import Phase
 from zephon_chaos.workload.spec import CheckpointAt, WorkloadSpec
 
@@ -55,8 +55,8 @@ def test_expected_lane_counts_follow_the_checkpoint_restored(tmp_path: Path) -> 
     run = PhaseRun(
         0, Phase(2, 3, spec.checkpoints), spec, result, [], CheckpointVerdict(False, taken)
     )
-    track = _Resume()
+    track = Resume()
     assert run.restore_index == 0
-    track.keep(run, run.restore_index)
+    track = track.keep(run, run.restore_index)
     assert track.restore_from == str(spec.checkpoint_path(0))
     assert track.expected == {0: 1, 1: 1}

@@ -6,7 +6,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from zephon_chaos.workload.main import RankHooks, _fire, run_rank
+from zephon_chaos.workload.hooks import RankHooks
+from zephon_chaos.workload.hooks import fire as fire_fault
+from zephon_chaos.workload.main import run_rank
 from zephon_chaos.workload.records import RecordWriter
 from zephon_chaos.workload.spec import (
     CheckpointAt,
@@ -41,7 +43,7 @@ def test_the_fault_fires_after_every_rank_met_past_the_checkpoint_before_it(
         # Rank 0 met this step after persisting checkpoint 0, which is on disk by now.
         assert spec.checkpoint_path(0).exists()
         seen.append(("fired", rank, fault.at_step))
-        _fire(fault, rank, out)
+        fire_fault(fault, rank, out)
 
     def rank_thread(rank: int) -> None:
         hooks = RankHooks(before_fault=lambda step: met(rank, step), fire=fire)

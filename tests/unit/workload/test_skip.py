@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from zephon_chaos.workload.main import RankHooks, _checkpoint
+from zephon_chaos.workload.checkpointing import take_checkpoint
+from zephon_chaos.workload.hooks import RankHooks
 from zephon_chaos.workload.records import RecordWriter, read_rank
 from zephon_chaos.workload.spec import WorkloadSpec
 
@@ -31,7 +32,7 @@ def take(tmp_path: Path, retry: str, pipe: Pipe, everyone_ok: bool = True) -> li
     hooks = RankHooks(agree=lambda ok: ok and everyone_ok, call_ended=ended.append)
     out = RecordWriter(tmp_path, 0)
     try:
-        _checkpoint(pipe, spec, 0, 3, 4, {0: 4}, out, hooks)
+        take_checkpoint(pipe, spec, 0, 3, 4, {0: 4}, out, hooks)
     finally:
         out.close()
     return ended
