@@ -10,7 +10,7 @@ from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.space import declare
 from zephon_chaos.oracles.global_batches import Verdict
 from zephon_chaos.problem import Area, Kind, Problem
-from zephon_chaos.runner import ResumeFact, ScenarioOutcome, _Resume
+from zephon_chaos.runner import Resume, ResumeFact, ScenarioOutcome
 from zephon_chaos.scenario import Phase as Launch
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.scenario_rules import (
@@ -66,10 +66,10 @@ def test_a_mid_window_resume_is_exact_when_the_dp_groups_keep_their_lanes() -> N
     same_groups = ResumeFact(1, 4, 2, True, from_tp=2, to_tp=1)
     assert same_groups.resized and not same_groups.relaid
     assert ResumeFact(1, 4, 4, True, from_tp=2, to_tp=1).relaid
-    track = _Resume(restore_from="ckpt", taken_at=4, taken_tp=2, taken_mid_window=True)
-    track.resumed(1, 2, 1)
+    track = Resume(restore_from="ckpt", taken_at=4, taken_tp=2, taken_mid_window=True)
+    track, _ = track.resumed(1, 2, 1)
     assert track.exact
-    track.resumed(2, 4, 1)
+    track, _ = track.resumed(2, 4, 1)
     assert not track.exact
 
 
