@@ -15,6 +15,7 @@ from zephon_chaos.scenario_rules import (
     POINT_AGGREGATIONS,
     RANK_POINT_ACTIONS,
     STORE_AGGREGATIONS,
+    lanes_per_rank,
     normalised,
     rank_point,
     violations,
@@ -31,7 +32,6 @@ from zephon_chaos.strategies import (
     THREAD_TOXICS,
     TORCHRUN_MTP_ODDS,
     TORCHRUN_RUNNER_ODDS,
-    lanes_per_rank,
     persist_odds,
     scenarios,
 )

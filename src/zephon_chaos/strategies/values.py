@@ -1,0 +1,159 @@
+"""The values the strategies draw from and their odds, and the cached draws they use:
+the one table of what the generated space holds (``explore.space`` declares its cells
+from it)."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, Literal
+
+from hypothesis import strategies as st
+
+from zephon_chaos.scenario import STORE_ACTIONS
+from zephon_chaos.scenario_rules import (
+    FOLLOWER_POINTS,
+    LEADER_POINTS,
+    RANK_POINT_ACTIONS,
+    STALLING_TOXICS,
+    STORE_AGGREGATIONS,
+)
+from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
+from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
+from zephon_chaos.scenario_rules import collective as collective  # re-exported
+from zephon_chaos.validation.values import (
+    AGGREGATE_COMPRESSORS,
+    AGGREGATE_SERIALIZERS,
+    SHUTDOWN_MODES,
+)
+from zephon_chaos.workload.spec import (
+    AT_STEP,
+    ROUND_PHASES,
+)
+
+Tier = Literal["inproc", "torchrun"]
+TIERS: tuple[Tier, ...] = ("inproc", "torchrun")
+Profile = Literal["default", "downstream"]
+PROFILES: tuple[Profile, ...] = ("default", "downstream")
+"""``downstream``: the odds of what torchtitan-zephon runs (worker processes, ``mtp_mode``,
+torchrun's store, DCP persistence, DP x TP layouts with tp 2) become the common case on
+torchrun; ``default`` keeps worker processes rare, as each launch of them takes tens of
+seconds."""
+THREAD_FAULTS = ("raise",)
+PROCESS_FAULTS = ("raise", "exit", "sigkill", "sigterm")
+"""Simplest first. ``kill_agent`` is left to targeted tests; ``sigstop`` is drawn only at a
+round point (``ROUND_FAULTS``), where the harness continues the stopped rank."""
+ROUND_FAULTS = RANK_POINT_ACTIONS
+"""Rank faults at a round point: ``PROCESS_FAULTS`` then ``sigstop`` (drawn at a step too,
+where normalising drops it, so that the action keeps its meaning when ``at`` shrinks)."""
+RANK_FAULT_POINTS = (AT_STEP, *ROUND_PHASES)
+"""When a rank fault fires, simplest first: at a step, or before a write of a round point."""
+ROUND_NUMBERS = (1, 2)
+"""The round (``#n``) a round-point fault hits: the first, or one after a completed one."""
+STORE_TOXICS = ("latency", "down", "reset_peer", "timeout")
+THREAD_TOXICS = tuple(t for t in STORE_TOXICS if t not in STALLING_TOXICS)
+"""Link faults the in-process tier draws: a stalled link would hold a rank thread inside the
+C++ store client until the launch's deadline (``inproc.inproc_refusal``)."""
+"""Link faults, simplest first: a slow link, a link that is gone, a connection reset, a link
+that stalls (``timeout``: a known Zephon defect keeps store calls on it blocked, so a launch
+that waits for the stalled rank hangs; it runs under a short deadline,
+``faults.scenario_proxy.stall_deadline_s``, and its outcome is ``known.stalled-store-link``)."""
+LATENCIES_MS = (10, 50, 200)
+LEADER_PHASES = LEADER_POINTS
+FOLLOWER_PHASES = FOLLOWER_POINTS
+STORE_FAULT_TIMEOUT_S = 2.0
+"""``aggregate_timeout_s`` of a scenario with link faults: a failing round ends in seconds."""
+LAUNCH_CHOICES = ("standalone", "static", "c10d")
+"""Launch paths a torchrun launch draws; threads have only the first."""
+RUNNER_CHOICES = ("inline", "threads", "process")
+INPROC_RUNNER_ODDS = (2, 1, 0)
+"""Odds of each of ``RUNNER_CHOICES`` per tier: threads start no worker processes."""
+TORCHRUN_RUNNER_ODDS = (12, 6, 1)
+DOWNSTREAM_RUNNER_ODDS = (1, 1, 4)
+"""The downstream's ``runner="process"``, two launches in three (torchrun tier)."""
+MTP_CHOICES = ("off", "on")
+TORCHRUN_MTP_ODDS = (19, 1)
+"""``mtp_mode`` on torchrun only (its child process, like worker processes, needs one)."""
+DOWNSTREAM_MTP_ODDS = (1, 2)
+TP_CHOICES = (1, 2, 4)
+"""Tensor-parallel ranks per DP group (``Phase.tp``), 1 (Zephon's 1D default) first; powers of
+two, as trainers' TP degrees are (Zephon warns of any other ``world / dp_degree``)."""
+TP_ODDS = (6, 3, 1)
+DOWNSTREAM_TP_ODDS = (1, 4, 1)
+"""The downstream's DP x TP with tp 2, two launches in three (torchrun tier)."""
+STORE_FAULT_AGGREGATIONS = STORE_AGGREGATIONS
+STORE_FAULT_AGGREGATION_ODDS = (3, 2, 1)
+"""Odds of each of ``AGGREGATION_CHOICES`` with link faults on: mostly through a store (what
+they act on); ``dir`` still, for its round-point rank faults (a link fault there is dropped)."""
+"""With store faults: torchrun's store, or (one in four) the one the harness hosts."""
+MAPPING_CHOICES = ("contiguous", "interleaved")
+AGGREGATION_CHOICES = ("store", "store_explicit", "dir")
+AGGREGATION_ODDS = (1, 1, 1)
+DOWNSTREAM_AGGREGATION_ODDS = (4, 1, 1)
+PERSIST_FORMATS = ("pickle", "json", "torch", "plain_json", "dcp")
+INPROC_PERSIST_ODDS = (1, 1, 1, 1, 0)
+"""``dcp`` saves and loads on every rank together over a process group: threads have none."""
+TORCHRUN_PERSIST_ODDS = (1, 1, 1, 1, 1)
+DOWNSTREAM_PERSIST_ODDS = (1, 1, 1, 1, 4)
+STORE_FAULT_PERSIST_ODDS = (1, 1, 1, 1, 0)
+"""No ``dcp`` beside link faults: after a split checkpoint outcome the ranks that got one
+would block in DCP's collective save, which the fault oracles' verdicts do not model."""
+SERIALIZER_CHOICES = AGGREGATE_SERIALIZERS
+COMPRESSOR_CHOICES = AGGREGATE_COMPRESSORS
+CODEC_ODDS = (3, 1)
+"""Zephon's default codec three times in four; values from ``validation.values``."""
+AGGREGATE_TIMEOUTS_S = (30.0, 180.0)
+"""The spec's default, then Zephon's. Shorter ones belong to link-fault scenarios (which
+set their own): a round can wait that long for a rank whose worker processes still start."""
+PREFETCH_CHOICES = (None, 0, 1, 32)
+"""``prefetch_batches``: Zephon's derived depth, none, one, deeper than derived here."""
+PREFETCH_ODDS = (3, 3, 1, 3)
+"""A depth of one costs each pipeline about a second at its end (Zephon's buffering producer
+waits out its 1 s ``put`` timeout on a full queue of one: ``_internal/utils/buffering.py``),
+five launches and a reference run six seconds: drawn 1 time in 10 to keep the search's rate."""
+SHUTDOWN_CHOICES = SHUTDOWN_MODES
+SHUTDOWN_ODDS = (3, 1)
+RUN_ID_POLICIES = ("fixed", "per_launch")
+DATA_KINDS = ("memory", "jsonl")
+EXHAUSTION_CHOICES = ("repeat", "stop")
+EXHAUSTION_ODDS = (3, 1)
+
+
+@cache
+def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """Cached: building and validating strategies per draw would dominate generation time."""
+    return st.integers(lo, hi)
+
+
+@cache
+def one_of(options: tuple[Any, ...]) -> st.SearchStrategy[Any]:
+    return st.sampled_from(options)
+
+
+@cache
+def weighted(options: tuple[str, ...], weights: tuple[int, ...]) -> st.SearchStrategy[str]:
+    """``options[k]`` with odds ``weights[k]``, shrinking to ``options[0]``."""
+    cuts: list[tuple[int, str]] = []
+    total = 0
+    for option, weight in zip(options, weights, strict=True):
+        total += weight
+        cuts.append((total, option))
+    return st.integers(0, total - 1).map(lambda k: next(o for cut, o in cuts if k < cut))
+
+
+HOSTED_STORE_ACTIONS = STORE_ACTIONS
+"""Faults of the harness-hosted store (``store_explicit``, torchrun tier, with ``faults``),
+simplest first: restarted empty, killed, stopped."""
+HOSTED_STORE_POINTS = ROUND_PHASES
+HOSTED_STORE_ROUNDS = (1, 2)
+STALLS_S = (1.0, 12.0)
+"""How long a stopped store stays stopped: within the round's budget (T = 2 s: the round
+may complete), and past its failure bound (9 s: the known stalled-store defect shows)."""
+RESTART_CHOICES = (0, 1)
+RESTART_ODDS = (3, 1)
+"""torchrun ``--max-restarts`` of a launch with a rank fault: none, or one (torchrun tier)."""
+HOSTED_FAULT_DRAW = weighted(("none", "fault"), (3, 1))
+
+LINK_FAULT_DRAW = weighted(("none", "fault"), (1, 2))
+"""A link fault in a launch that can take one? Twice in three: the point of ``store_faults``."""
+MORE_LAUNCHES = weighted(("stop", "more"), (1, 3))
+"""Another launch? Three times in four: most scenarios resume, yet shrinking stops early."""
