@@ -87,6 +87,13 @@ class RankGroup:
     def __post_init__(self) -> None:
         self.collective = ThreadCollective(self.world)
 
+    def fail(self, reason: str) -> None:
+        """The group is done for (``reason``): ranks stop at their next step, and none waits
+        in a meeting any more, whatever its peers are doing."""
+        self.stop_reason = reason
+        self.failed.set()
+        self.collective.break_(reason)
+
     def left(self, rank: int, exc: BaseException) -> None:
         """Rank ``rank``'s thread ended with ``exc``: no peer waits for it in a meeting."""
         self.collective.break_(f"rank {rank} left the group: {type(exc).__name__}: {exc}")

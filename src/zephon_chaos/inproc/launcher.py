@@ -143,8 +143,7 @@ class InprocLauncher:
                     errors[rank] = exc
                     tracebacks[rank] = traceback.format_exc()
                     if not isinstance(exc, (GroupStopped, GroupTornDown)) and not _scheduled(exc):
-                        group.stop_reason = f"rank {rank} failed: {type(exc).__name__}: {exc}"
-                        group.failed.set()
+                        group.fail(f"rank {rank} failed: {type(exc).__name__}: {exc}")
             except GroupTornDown as exc:  # it arrived while the rank was ending on its own
                 errors.setdefault(rank, exc)
             finally:
@@ -169,8 +168,7 @@ class InprocLauncher:
                 if timed_out:
                     stacks = _stacks(threads)
                     group.torn_down_at = group.torn_down_at or time.monotonic()
-                    group.stop_reason = f"the launch passed its {spec.deadline_s:.0f}s deadline"
-                    group.failed.set()
+                    group.fail(f"the launch passed its {spec.deadline_s:.0f}s deadline")
                     if host is not None:
                         self.pool.hang_up(host)
                         host = None
@@ -181,8 +179,7 @@ class InprocLauncher:
             if host is not None:
                 self.pool.retire(host)
             if any(t.is_alive() for t in threads):
-                group.stop_reason = "the launch was interrupted"
-                group.failed.set()
+                group.fail("the launch was interrupted")
         result = _result(
             spec, spec_file, world, errors, tracebacks, finished_at, timed_out, stacks, started
         )
