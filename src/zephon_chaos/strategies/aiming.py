@@ -6,9 +6,6 @@ from hypothesis import strategies as st
 
 from zephon_chaos.aims import Aim, AimKind, Draws, aimed
 from zephon_chaos.scenario import Scenario
-from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
-from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
-from zephon_chaos.scenario_rules import collective as collective  # re-exported
 from zephon_chaos.strategies.values import LATENCIES_MS, STALLS_S, ints, one_of, weighted
 
 AIM_CHOICES = ("free", "aimed")

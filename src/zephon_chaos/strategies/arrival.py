@@ -8,9 +8,6 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from zephon_chaos.scenario import Phase
-from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
-from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
-from zephon_chaos.scenario_rules import collective as collective  # re-exported
 from zephon_chaos.strategies.values import ints, one_of, weighted
 from zephon_chaos.workload.spec import (
     RankLag,

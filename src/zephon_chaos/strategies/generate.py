@@ -10,9 +10,6 @@ from hypothesis import strategies as st
 
 from zephon_chaos.aims import Aim, link_attributes
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
-from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
-from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
-from zephon_chaos.scenario_rules import collective as collective  # re-exported
 from zephon_chaos.scenario_rules import (
     lanes_per_rank,
     normalised,

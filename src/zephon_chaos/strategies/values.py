@@ -17,9 +17,6 @@ from zephon_chaos.scenario_rules import (
     STALLING_TOXICS,
     STORE_AGGREGATIONS,
 )
-from zephon_chaos.scenario_rules import REFUSAL_ERROR as REFUSAL_ERROR  # re-exported
-from zephon_chaos.scenario_rules import RUN_DRY_STEPS as RUN_DRY_STEPS  # re-exported
-from zephon_chaos.scenario_rules import collective as collective  # re-exported
 from zephon_chaos.validation.values import (
     AGGREGATE_COMPRESSORS,
     AGGREGATE_SERIALIZERS,
@@ -29,6 +26,72 @@ from zephon_chaos.workload.spec import (
     AT_STEP,
     ROUND_PHASES,
 )
+
+# The package re-exports all of these (``from ...values import *``): a name added here is
+# public as ``zephon_chaos.strategies.NAME``.
+__all__ = [
+    "AGGREGATE_TIMEOUTS_S",
+    "AGGREGATION_CHOICES",
+    "AGGREGATION_ODDS",
+    "CODEC_ODDS",
+    "COMPRESSOR_CHOICES",
+    "DATA_KINDS",
+    "DOWNSTREAM_AGGREGATION_ODDS",
+    "DOWNSTREAM_MTP_ODDS",
+    "DOWNSTREAM_PERSIST_ODDS",
+    "DOWNSTREAM_RUNNER_ODDS",
+    "DOWNSTREAM_TP_ODDS",
+    "EXHAUSTION_CHOICES",
+    "EXHAUSTION_ODDS",
+    "FOLLOWER_PHASES",
+    "HOSTED_FAULT_DRAW",
+    "HOSTED_STORE_ACTIONS",
+    "HOSTED_STORE_POINTS",
+    "HOSTED_STORE_ROUNDS",
+    "INPROC_PERSIST_ODDS",
+    "INPROC_RUNNER_ODDS",
+    "LATENCIES_MS",
+    "LAUNCH_CHOICES",
+    "LEADER_PHASES",
+    "LINK_FAULT_DRAW",
+    "MAPPING_CHOICES",
+    "MORE_LAUNCHES",
+    "MTP_CHOICES",
+    "PERSIST_FORMATS",
+    "PREFETCH_CHOICES",
+    "PREFETCH_ODDS",
+    "PROCESS_FAULTS",
+    "PROFILES",
+    "RANK_FAULT_POINTS",
+    "RESTART_CHOICES",
+    "RESTART_ODDS",
+    "ROUND_FAULTS",
+    "ROUND_NUMBERS",
+    "RUNNER_CHOICES",
+    "RUN_ID_POLICIES",
+    "SERIALIZER_CHOICES",
+    "SHUTDOWN_CHOICES",
+    "SHUTDOWN_ODDS",
+    "STALLS_S",
+    "STORE_FAULT_AGGREGATIONS",
+    "STORE_FAULT_AGGREGATION_ODDS",
+    "STORE_FAULT_PERSIST_ODDS",
+    "STORE_FAULT_TIMEOUT_S",
+    "STORE_TOXICS",
+    "THREAD_FAULTS",
+    "THREAD_TOXICS",
+    "TIERS",
+    "TORCHRUN_MTP_ODDS",
+    "TORCHRUN_PERSIST_ODDS",
+    "TORCHRUN_RUNNER_ODDS",
+    "TP_CHOICES",
+    "TP_ODDS",
+    "Profile",
+    "Tier",
+    "ints",
+    "one_of",
+    "weighted",
+]
 
 Tier = Literal["inproc", "torchrun"]
 TIERS: tuple[Tier, ...] = ("inproc", "torchrun")
