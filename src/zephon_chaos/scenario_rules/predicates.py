@@ -23,6 +23,42 @@ if TYPE_CHECKING:
     from zephon_chaos.scenario import Phase, Scenario
 
 
+# The package re-exports all of these (``from .predicates import *``).
+__all__ = [
+    "CHANGED_C_ERROR",
+    "DIR_AGGREGATION",
+    "FOLLOWER_POINTS",
+    "LEADER_POINTS",
+    "POINT_AGGREGATIONS",
+    "PROCESS_ENDING_ACTIONS",
+    "RANK_POINT_ACTIONS",
+    "REFUSAL_ERROR",
+    "ROUND_ONLY_ACTIONS",
+    "RUN_DRY_STEPS",
+    "STALLING_TOXICS",
+    "STORE_AGGREGATIONS",
+    "STREAMS",
+    "NoRound",
+    "Refusal",
+    "Violation",
+    "cannot_run_dry",
+    "clash",
+    "collective",
+    "is_finite",
+    "lag_fits",
+    "laid_out_tp",
+    "lanes_per_rank",
+    "missing_point",
+    "no_point_round",
+    "no_round",
+    "rank_point",
+    "refusal",
+    "restored_c",
+    "retried",
+    "round_point",
+    "writes_point",
+]
+
 REFUSAL_ERROR = "must be >= dp_degree"
 """What Zephon says when a launch has more ranks than canonical lanes (G > C)."""
 
