@@ -29,6 +29,7 @@ from zephon_chaos.explore.summary_json import (
     SummaryFacts,
     read_summary_json,
 )
+from zephon_chaos.launch.procs import pids_with_env
 
 MARKER_VAR = "ZC_TIME_TO_FIND_RUN"
 """Carried by every process of one explore run: how its whole tree is found and killed."""
@@ -83,19 +84,7 @@ def explore_argv(
 
 def marked(marker: str) -> list[int]:
     """PIDs of live processes whose environment carries ``MARKER_VAR=marker``."""
-    needle = f"{MARKER_VAR}={marker}".encode() + b"\0"
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                data = f.read() + b"\0"
-        except OSError:
-            continue
-        if needle in data:
-            found.append(int(name))
-    return found
+    return pids_with_env(MARKER_VAR, marker)
 
 
 def kill_marked(marker: str, rounds: int = 50) -> int:

@@ -167,10 +167,12 @@ class ProcessRegistry:
             _wait_until(lambda: not self.survivors(), 0.5)
 
 
-def scan_tag(tag: str) -> set[ProcId]:
-    """Processes whose environment carries ``ZEPHON_CHAOS_GROUP=tag`` (root or same user)."""
-    needle = f"{TAG_VAR}={tag}".encode() + b"\0"
-    found: set[ProcId] = set()
+def pids_with_env(var: str, value: str) -> list[int]:
+    """PIDs of live processes (but this one) whose environment carries ``var=value``: the
+    marker a launch leaves in everything it starts, however far it was reparented (root or
+    same user)."""
+    needle = f"{var}={value}".encode() + b"\0"
+    found = []
     me = os.getpid()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
@@ -181,10 +183,14 @@ def scan_tag(tag: str) -> set[ProcId]:
         except OSError:
             continue
         if needle in data:
-            pid_id = proc_id(int(name))
-            if pid_id is not None:
-                found.add(pid_id)
+            found.append(int(name))
     return found
+
+
+def scan_tag(tag: str) -> set[ProcId]:
+    """Processes whose environment carries ``ZEPHON_CHAOS_GROUP=tag`` (root or same user)."""
+    ids = (proc_id(pid) for pid in pids_with_env(TAG_VAR, tag))
+    return {pid_id for pid_id in ids if pid_id is not None}
 
 
 def _wait_until(predicate: object, timeout_s: float) -> bool:
