@@ -29,6 +29,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from zephon_chaos.launch._spawnhook.sitecustomize import rank_record
 from zephon_chaos.launch.procs import PID_DIR_VAR, spawn_hook_call, start_ticks
 
 PR_SET_PDEATHSIG = 1
@@ -45,16 +46,7 @@ def record_pid(argv: Sequence[str]) -> None:
         return
     pid = os.getpid()
     ticks = start_ticks(pid) or 0
-    env = os.environ
-    record = {
-        "ppid": os.getppid(),
-        "rank": env.get("RANK"),
-        "local_rank": env.get("LOCAL_RANK"),
-        "group_rank": env.get("GROUP_RANK"),
-        "restart": env.get("TORCHELASTIC_RESTART_COUNT"),
-        "argv": list(argv)[:8],
-        "forked": True,
-    }
+    record = {**rank_record(list(argv)), "forked": True}
     final = os.path.join(pid_dir, f"{pid}-{ticks}")
     partial = os.path.join(pid_dir, f".{pid}-{ticks}.partial")
     with contextlib.suppress(OSError):

@@ -30,21 +30,27 @@ def _ticks(pid: int) -> str:
         return "0"
 
 
+def rank_record(argv: list[str]) -> dict[str, object]:
+    """What a process's ``<pid>-<start ticks>`` file says of it: its parent, rank variables
+    and command line. The warm lane's forked workers write the same (``warm_agent``)."""
+    env = os.environ
+    return {
+        "ppid": os.getppid(),
+        "rank": env.get("RANK"),
+        "local_rank": env.get("LOCAL_RANK"),
+        "group_rank": env.get("GROUP_RANK"),
+        "restart": env.get("TORCHELASTIC_RESTART_COUNT"),
+        "argv": list(argv)[:8],
+    }
+
+
 def _record() -> None:
     pid_dir = os.environ.get("ZEPHON_CHAOS_PID_DIR")
     if not pid_dir:
         return
     pid = os.getpid()
     ticks = _ticks(pid)
-    env = os.environ
-    record = {
-        "ppid": os.getppid(),
-        "rank": env.get("RANK"),
-        "local_rank": env.get("LOCAL_RANK"),
-        "group_rank": env.get("GROUP_RANK"),
-        "restart": env.get("TORCHELASTIC_RESTART_COUNT"),
-        "argv": list(getattr(sys, "argv", []))[:8],
-    }
+    record = rank_record(getattr(sys, "argv", []))
     try:
         import json
 
@@ -115,16 +121,6 @@ def _after_fork() -> None:
     _record()
 
 
-_record()
-if os.environ.get("ZEPHON_CHAOS_PID_DIR"):
-    import atexit
-
-    atexit.register(_note_exit)
-    os._exit = _exit_noted
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork)
-
-
 def _chain() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     mod = sys.modules.pop("sitecustomize", None)
@@ -142,4 +138,15 @@ def _chain() -> None:
             sys.modules["sitecustomize"] = mod
 
 
-_chain()
+# Loaded by the interpreter at start-up, the hook records this process and chains on;
+# imported under its package name (``warm_agent`` reads ``rank_record``), it does nothing.
+if __name__ == "sitecustomize":
+    _record()
+    if os.environ.get("ZEPHON_CHAOS_PID_DIR"):
+        import atexit
+
+        atexit.register(_note_exit)
+        os._exit = _exit_noted
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork)
+    _chain()
