@@ -142,27 +142,17 @@ def measure_pipeline(
 
 
 def _big_pipeline(rank: int, store: str, rows: int, run_id: str) -> Any:
-    from zephon import Dataset, InMemoryShard, MixtureSpec, Pipeline, StaticMixtureWorkSource
+    from zephon_chaos.validation.probe import one_dataset_pipeline
 
-    shards = {s: InMemoryShard([{"i": j} for j in range(rows)]) for s in range(PIPELINE_LANES)}
-    source = StaticMixtureWorkSource(
-        datasets=[Dataset.from_dict("big", shards)],
-        mixture=MixtureSpec({"big": 1.0}),
-        chunk_size=rows,
-        seed=7,
-        shuffle_within_shard=True,
-    )
-    return (
-        Pipeline(source)
-        .batch(microbatch_size=4)
-        .options(
-            world_size=PIPELINE_WORLD,
-            global_rank=rank,
-            canonical_replicas=PIPELINE_LANES,
-            run_id=run_id,
-            aggregate_store=store,
-            aggregate_timeout_s=ROUND_TIMEOUT_S,
-            aggregate_serializer="json",
-            aggregate_compressor="none",
-        )
+    shards = {s: [{"i": j} for j in range(rows)] for s in range(PIPELINE_LANES)}
+    pipe = one_dataset_pipeline("big", shards, chunk_size=rows, seed=7, microbatch=4)
+    return pipe.options(
+        world_size=PIPELINE_WORLD,
+        global_rank=rank,
+        canonical_replicas=PIPELINE_LANES,
+        run_id=run_id,
+        aggregate_store=store,
+        aggregate_timeout_s=ROUND_TIMEOUT_S,
+        aggregate_serializer="json",
+        aggregate_compressor="none",
     )

@@ -104,20 +104,31 @@ class Endpoints:
 
 def build_pipeline() -> Any:
     """Two in-memory shards, a one-dataset mixture, batches of four: cheap to start."""
+    shards = {shard: [{"x": shard * 1000 + i} for i in range(ROWS_PER_SHARD)] for shard in (0, 1)}
+    return one_dataset_pipeline("a", shards, chunk_size=CHUNK_SIZE, seed=0, microbatch=MICROBATCH)
+
+
+def one_dataset_pipeline(
+    name: str,
+    shards: dict[int, list[dict[str, Any]]],
+    *,
+    chunk_size: int,
+    seed: int,
+    microbatch: int,
+) -> Any:
+    """A Zephon pipeline over one in-memory dataset (rows per shard), shuffled within shards
+    and batched, without options: the cheapest real pipeline, which the probe and the chunked
+    checkpoint benchmark both start."""
     from zephon import Dataset, InMemoryShard, MixtureSpec, Pipeline, StaticMixtureWorkSource
 
-    shards = {
-        shard: InMemoryShard([{"x": shard * 1000 + i} for i in range(ROWS_PER_SHARD)])
-        for shard in (0, 1)
-    }
     source = StaticMixtureWorkSource(
-        datasets=[Dataset.from_dict("a", shards)],
-        mixture=MixtureSpec({"a": 1.0}),
-        chunk_size=CHUNK_SIZE,
-        seed=0,
+        datasets=[Dataset.from_dict(name, {s: InMemoryShard(rows) for s, rows in shards.items()})],
+        mixture=MixtureSpec({name: 1.0}),
+        chunk_size=chunk_size,
+        seed=seed,
         shuffle_within_shard=True,
     )
-    return Pipeline(source).batch(microbatch_size=MICROBATCH)
+    return Pipeline(source).batch(microbatch_size=microbatch)
 
 
 def zephon_options(cfg: ZephonConfig, endpoints: Endpoints) -> dict[str, Any]:
