@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from zephon_chaos.hygiene.owner import OWNER_VAR
-from zephon_chaos.launch.procs import PID_DIR_VAR, TAG_VAR, ProcId, proc_id
+from zephon_chaos.launch.procs import PID_DIR_VAR, TAG_VAR, ProcId, proc_id, stat_field
 
 WATCHED_VARS = (OWNER_VAR, TAG_VAR, PID_DIR_VAR)
 
@@ -69,11 +69,8 @@ def our_processes(names: Iterable[str] = WATCHED_VARS) -> list[ProcInfo]:
 
 
 def _ppid(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    ppid = stat_field(pid, 1)
+    return int(ppid) if ppid is not None and ppid.isdigit() else None
 
 
 def listening_ports_of(pids: Iterable[int]) -> dict[int, int]:

@@ -91,12 +91,20 @@ class ProcId:
             return "?"
 
 
-def start_ticks(pid: int) -> int | None:
+def stat_field(pid: int, index: int) -> str | None:
+    """Field ``index`` of ``/proc/<pid>/stat`` counted after the command name (0: the state
+    letter, 1: the parent's PID, 19: the start time in ticks), or None if ``pid`` is gone.
+    Split after the last ``)``: the command name may hold spaces and parentheses."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
+            return f.read().rsplit(b")", 1)[1].split()[index].decode()
+    except (OSError, IndexError):
         return None
+
+
+def start_ticks(pid: int) -> int | None:
+    ticks = stat_field(pid, 19)
+    return int(ticks) if ticks is not None and ticks.isdigit() else None
 
 
 def proc_id(pid: int) -> ProcId | None:

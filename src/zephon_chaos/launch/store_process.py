@@ -28,7 +28,7 @@ from pathlib import Path
 
 from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.ports import LOOPBACK
-from zephon_chaos.launch.procs import ProcId, proc_id
+from zephon_chaos.launch.procs import ProcId, proc_id, stat_field
 
 SERVER_CODE = r"""
 import os, select, socket, sys, time
@@ -86,11 +86,7 @@ class StoreEvent:
 
 def proc_state(pid: int) -> str:
     """The state letter of ``/proc/<pid>/stat`` (``S``, ``R``, ``T``, ``Z``), or "" if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return ""
+    return stat_field(pid, 0) or ""
 
 
 def _await_state(pid: int, wanted: bool, letter: str, timeout_s: float) -> str:
