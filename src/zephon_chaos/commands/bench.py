@@ -77,24 +77,11 @@ def run(args: argparse.Namespace) -> int:
     from zephon_chaos.bench.report import NOTE, plot, table, write_csv
 
     config = GridConfig.quick() if args.quick else GridConfig()
-    if args.worlds is not None:
-        config.worlds = args.worlds
-    if args.latencies is not None:
-        config.latencies_ms = args.latencies
-    if args.reps is not None:
-        config.reps = args.reps
+    _set_given(args, config, {**_ROUND_FIELDS, **_GRID_FIELDS})
     if args.modes is not None:
         config.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if args.latency_via is not None:
-        config.via = args.latency_via
-    if args.value_sizes is not None:
-        config.chunk_sizes_mib = args.value_sizes
-    if args.value_latencies is not None:
-        config.chunk_latencies_ms = args.value_latencies
     if args.no_pipeline_chunked:
         config.pipeline = False
-    if args.max_seconds is not None:
-        config.max_seconds = args.max_seconds
     if config.via == "proxy":
         from zephon_chaos.bench.latency import proxy_available
 
@@ -127,31 +114,49 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.errors else 0
 
 
+_ROUND_FIELDS: dict[str, str] = {
+    "worlds": "worlds",
+    "latencies": "latencies_ms",
+    "reps": "reps",
+    "latency_via": "via",
+}
+"""The options of measured rounds, ``{option: field}``: the grid's and the ``--project``
+validation's alike."""
+_GRID_FIELDS: dict[str, str] = {
+    "value_sizes": "chunk_sizes_mib",
+    "value_latencies": "chunk_latencies_ms",
+    "max_seconds": "max_seconds",
+}
+_CAPACITY_FIELDS: dict[str, str] = {
+    "capacity_connections": "connections",
+    "capacity_seconds": "duration_s",
+}
+_PROJECTION_FIELDS: dict[str, str] = {
+    "project_worlds": "worlds",
+    "project_latencies": "one_way_ms",
+    "fs_ops_per_s": "fs_ops_per_s",
+}
+
+
+def _set_given(args: argparse.Namespace, target: object, fields: dict[str, str]) -> None:
+    """Copy each option given onto ``target``'s field (``{option: field}``): an option left
+    out keeps the default of the configuration it would set."""
+    for option, name in fields.items():
+        value = getattr(args, option)
+        if value is not None:
+            setattr(target, name, value)
+
+
 def project_config(args: argparse.Namespace) -> object:
     """The ``--project`` run the options name; a ``UsageError`` for a bad one."""
     from zephon_chaos.bench.project_run import ProjectRun
 
     cfg = ProjectRun(plots=not args.no_plots)
-    if args.capacity_connections is not None:
-        cfg.capacity.connections = args.capacity_connections
-    if args.capacity_seconds is not None:
-        cfg.capacity.duration_s = args.capacity_seconds
-    if args.worlds is not None:
-        cfg.validation.worlds = args.worlds
-    if args.latencies is not None:
-        cfg.validation.latencies_ms = args.latencies
-    if args.reps is not None:
-        cfg.validation.reps = args.reps
+    _set_given(args, cfg.capacity, _CAPACITY_FIELDS)
+    _set_given(args, cfg.validation, _ROUND_FIELDS)
+    _set_given(args, cfg.projection, _PROJECTION_FIELDS)
     if args.modes is not None:
         cfg.validation.dir_cells = "dir" in args.modes
-    if args.latency_via is not None:
-        cfg.validation.via = args.latency_via
-    if args.project_worlds is not None:
-        cfg.projection.worlds = args.project_worlds
-    if args.project_latencies is not None:
-        cfg.projection.one_way_ms = args.project_latencies
-    if args.fs_ops_per_s is not None:
-        cfg.projection.fs_ops_per_s = args.fs_ops_per_s
     problems = []
     for part in (cfg.capacity, cfg.validation):
         try:
