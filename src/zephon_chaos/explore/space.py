@@ -146,24 +146,16 @@ def declare(
     for path in LAUNCH_CHOICES:
         threads_cannot = inproc and path != LAUNCH_CHOICES[0]
         add(cell(Dim.LAUNCH_PATH, path), Why.THREADS_NO_LAUNCH_PATH if threads_cannot else None)
-    odds = (
-        INPROC_RUNNER_ODDS
-        if inproc
-        else DOWNSTREAM_RUNNER_ODDS
-        if downstream
-        else TORCHRUN_RUNNER_ODDS
-    )
-    for runner, odd in zip(RUNNER_CHOICES, odds, strict=True):
-        add(cell(Dim.RUNNER, runner), _no_odds(odd, inproc))
-    mtp_odds = (
-        (1, *(0 for _ in MTP_CHOICES[1:]))
-        if inproc
-        else DOWNSTREAM_MTP_ODDS
-        if downstream
-        else TORCHRUN_MTP_ODDS
-    )
-    for mode, odd in zip(MTP_CHOICES, mtp_odds, strict=True):
-        add(cell(Dim.MTP, mode), _no_odds(odd, inproc))
+    # The worker settings' odds on threads, downstream and torchrun, in that order.
+    runner_odds = (INPROC_RUNNER_ODDS, DOWNSTREAM_RUNNER_ODDS, TORCHRUN_RUNNER_ODDS)
+    mtp_odds = ((1, *(0 for _ in MTP_CHOICES[1:])), DOWNSTREAM_MTP_ODDS, TORCHRUN_MTP_ODDS)
+    for dim, choices, (threads_odds, downstream_odds, torchrun_odds) in (
+        (Dim.RUNNER, RUNNER_CHOICES, runner_odds),
+        (Dim.MTP, MTP_CHOICES, mtp_odds),
+    ):
+        odds = threads_odds if inproc else downstream_odds if downstream else torchrun_odds
+        for choice, odd in zip(choices, odds, strict=True):
+            add(cell(dim, choice), _no_odds(odd, inproc))
     for m in MAPPING_CHOICES:
         add(cell(Dim.MAPPING, m))
     store_only = store_faults and not inproc
