@@ -38,7 +38,7 @@ class HarnessProblem:
         return f"harness problem ({self.gap.value}): {self.detail}"
 
 
-def undescribed_failure(index: int, result: GroupResult) -> HarnessProblem | None:
+def undescribed_failure(what: str, result: GroupResult) -> HarnessProblem | None:
     """The harness problem in a failed launch whose first failure it cannot describe, if any.
 
     A rank killed by a signal is described by its status; a rank that exited with a status
@@ -51,12 +51,12 @@ def undescribed_failure(index: int, result: GroupResult) -> HarnessProblem | Non
         statuses = "; ".join(f"rank {r.rank}: {r.status}" for r in result.ranks)
         return HarnessProblem(
             HarnessGap.UNKNOWN_EXIT_STATUS,
-            f"phase {index} failed, but no rank is known to have failed ({statuses or 'none'})",
+            f"{what} failed, but no rank is known to have failed ({statuses or 'none'})",
         )
     if first.error is None and first.exitcode is not None and first.exitcode > 0:
         return HarnessProblem(
             HarnessGap.NO_ERROR_MESSAGE,
-            f"phase {index}: rank {first.rank} failed first ({first.status}) and left no "
+            f"{what}: rank {first.rank} failed first ({first.status}) and left no "
             "error message (no error file, no exception line on its stderr)",
         )
     return None

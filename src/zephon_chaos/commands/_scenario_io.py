@@ -74,7 +74,7 @@ class Workspace:
     """A private working folder: a temp dir removed afterwards, or ``--keep DIR``."""
 
     def __init__(self, keep: str | None) -> None:
-        self.keep = Path(keep) if keep else None
+        self.keep = Path(keep).absolute() if keep else None
         if self.keep is not None:
             self.keep.mkdir(parents=True, exist_ok=True)
             self.root = Path(tempfile.mkdtemp(prefix="zc-run-", dir=self.keep))

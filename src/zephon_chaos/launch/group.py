@@ -72,7 +72,7 @@ class TorchrunGroup:
             # torchrun runs in the group's own directory: a relative script path would break.
             spec = replace(spec, entry=Path(spec.entry).resolve())
         self.spec = spec
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).absolute()  # agents and the warm server run elsewhere
         self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.tmpdir = self.workdir / "tmp"
         self.tmpdir.mkdir(mode=0o700, exist_ok=True)

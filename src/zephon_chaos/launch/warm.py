@@ -152,8 +152,10 @@ class WarmServerProcess:
                 "id": launch_id,
                 "argv": argv,
                 "env": env,
-                "cwd": str(cwd),
-                "log": str(log),
+                # The server runs in a folder of its own: a relative path would name
+                # another file there.
+                "cwd": str(cwd.absolute()),
+                "log": str(log.absolute()),
             }
         )
         end = time.monotonic() + REPLY_DEADLINE_S

@@ -41,7 +41,7 @@ def expected_failure_problems(
         return [Problem(Area.REFUSAL, Kind.HANG, text, phase=index)], []
     if not phase.expect_error:
         return [], []
-    undescribed = undescribed_failure(index, result)
+    undescribed = undescribed_failure(f"phase {index}", result)
     if undescribed is not None:
         return [], [undescribed]
     first = result.first_failure

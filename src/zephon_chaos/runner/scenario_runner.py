@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.harness_problem import undescribed_failure
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.launch.leftover_round import close_before_relaunch
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
@@ -286,7 +287,13 @@ class ScenarioRunner:
             -1, ref.phases[0], spec, result, records, ckpt_oracle.CheckpointVerdict(ok=True)
         )
         if not result.ok:
-            outcome.problems.append(failed_launch(Area.REFERENCE, result))
+            # A reference launch that failed in a way the harness cannot describe (its agent
+            # died before any rank ran, say) says nothing about Zephon.
+            undescribed = undescribed_failure("the reference run", result)
+            if undescribed is not None:
+                outcome.harness_problems.append(undescribed)
+            else:
+                outcome.problems.append(failed_launch(Area.REFERENCE, result))
             return None
         self.reference_cache[key] = records
         return records

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,25 @@ def test_a_warm_group_runs_and_records_its_forked_workers(
     assert "sum=" in result.rank(world - 1).stdout.read_text()
     assert set(workers.values()) <= set(exit_notes(group.registry.pid_dir))
     assert group.registry.survivors() == []
+
+
+@pytest.mark.cpu
+def test_a_warm_group_under_a_relative_folder_runs(
+    chaos_warm_server: WarmServerProcess,
+    chaos_tmp_root: Path,
+    torchrun_group,
+    allreduce_script: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``zephon-chaos run --keep DIR`` hands the launcher a relative folder; the server,
+    which runs in a folder of its own, must still find the agent's log there."""
+    monkeypatch.chdir(chaos_tmp_root)
+    register = torchrun_group.groups.append
+    launch = warm_launcher(chaos_warm_server, Path("relative"), on_group=register)
+    spec = LaunchSpec(entry=allreduce_script, env={"ALLREDUCE_OUT": str(chaos_tmp_root)})
+    result = launch(replace(spec, deadline_s=60, name="warm-relative"))
+    assert result.ok, result.report()
+    assert (chaos_tmp_root / "relative" / "warm-relative" / "agent0-attempt1.log").is_file()
 
 
 @pytest.mark.cpu

@@ -1,0 +1,41 @@
+"""The reference run's failure: Zephon's problem when described, the harness's when not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from zephon_chaos.harness_problem import HarnessGap
+from zephon_chaos.launch import GroupResult, LaunchSpec
+from zephon_chaos.launch.result import RankOutcome
+from zephon_chaos.problem import Area
+from zephon_chaos.runner import ScenarioRunner
+from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.workload.spec import PipelineSpec
+
+SILENT = RankOutcome(0, 0, 0, None, None, unknown_because="its agent exited 1 before any rank")
+DESCRIBED = RankOutcome(0, 0, 0, 4242, 1, error="RuntimeError: boom")
+
+
+@pytest.mark.parametrize(
+    ("first", "harness", "area"),
+    [(None, HarnessGap.UNKNOWN_EXIT_STATUS, None), (DESCRIBED, None, Area.REFERENCE)],
+    ids=["agent-died-before-any-rank", "a-rank-raised"],
+)
+def test_a_failed_reference_run_is_judged_only_when_the_harness_can_describe_it(
+    tmp_path: Path, first: RankOutcome | None, harness: HarnessGap | None, area: Area | None
+) -> None:
+    def launcher(spec: LaunchSpec) -> GroupResult:
+        ranks = [first or SILENT]
+        return GroupResult(spec.name, [1], ranks, False, 0.1, tmp_path, [], first_failure=first)
+
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(2, 2),))
+    outcome = ScenarioRunner(tmp_path / "runs", launcher=launcher).run(scenario)
+    assert not outcome.ok and outcome.phases == []
+    assert [h.gap for h in outcome.harness_problems] == ([harness] if harness else [])
+    assert [p.area for p in outcome.problems] == ([area] if area else [])
+    if harness is not None:
+        assert "harness problem (unknown-exit-status): the reference run failed" in (
+            outcome.report()
+        )
