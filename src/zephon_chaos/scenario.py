@@ -238,6 +238,7 @@ class Scenario:
             ph.world_size,
             self.canonical_replicas(i),
             self.pipeline.mapping,
+            ph.tp,
         )
         marks = sorted({astuple(cp) for cp in ph.checkpoints})
         return CheckpointAt(*marks[before - 1]) if before else None

@@ -106,6 +106,13 @@ def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference()
     assert s.restore_index(0) == 0, "the launch succeeds after the restart: its last checkpoint"
 
 
+def test_a_restarted_tensor_parallel_launch_keeps_its_checkpoint() -> None:
+    """4 ranks at TP 2 are 2 DP groups, within C=2: the checkpoint before the fault counts."""
+    fault = (RankFault(0, 2, "sigkill", restart=0),)
+    s = hosted(Phase(4, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1, tp=2))
+    assert s.restart_kept(0) == CheckpointAt(1)
+
+
 @pytest.mark.parametrize(
     ("phase", "field"),
     [
