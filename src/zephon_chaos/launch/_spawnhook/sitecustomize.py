@@ -54,7 +54,8 @@ def _record() -> None:
     try:
         import json
 
-        fd = os.open(os.path.join(pid_dir, f"{pid}-{ticks}"), os.O_CREAT | os.O_WRONLY, 0o600)
+        path = os.path.join(pid_dir, f"{pid}-{ticks}")  # an exec rewrites it: truncate
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
         os.write(fd, json.dumps(record).encode())
         os.close(fd)
     except (OSError, TypeError, ValueError):
