@@ -102,13 +102,16 @@ def in_process_kind(scenario: Scenario) -> int | None:
     return kind if kind in (0, 1) else None
 
 
+FAKE_BUDGET_S = 15
+
+
 @pytest.fixture(scope="module")
 def fake_search(tmp_path_factory: pytest.TempPathFactory) -> tuple[Explorer, dict[str, FakeRunner]]:
-    """A 30 s torchrun-tier exploration whose scenarios fail in four ways, often."""
+    """A 15 s torchrun-tier exploration whose scenarios fail in four ways, often."""
     root = tmp_path_factory.mktemp("fake-search")
     explorer = Explorer(
         ExploreConfig(
-            budget_s=30,
+            budget_s=FAKE_BUDGET_S,
             report_dir=root / "report",
             tier="torchrun",
             seed=5,
@@ -173,7 +176,7 @@ def test_summary_json_holds_the_findings_and_where_each_tiers_time_went(
     explorer, _ = fake_search
     result = explorer.result
     facts = read_summary_json(result.report_dir / "summary.json")
-    assert facts.tier == "torchrun" and facts.seed == 5 and facts.budget_s == 30
+    assert facts.tier == "torchrun" and facts.seed == 5 and facts.budget_s == FAKE_BUDGET_S
     assert [f.signature for f in facts.findings] == [f.signature for f in result.findings]
     for fact, finding in zip(facts.findings, result.findings, strict=True):
         assert fact.first_seen_s == pytest.approx(finding.first_seen_s, abs=1e-3)

@@ -14,18 +14,18 @@ from zephon_chaos.launch.procs import exit_notes
 
 pytestmark = pytest.mark.cpu
 
-# Two ranks on every path, three on one, and two agents on the paths that take a node
-# count; the other shapes add launches, not coverage, so they run with `slow`.
 SHAPES = [
     pytest.param(
         path,
         1,
         nproc,
-        marks=() if nproc == 2 or (path, nproc) == ("standalone", 3) else pytest.mark.slow,
+        marks=() if nproc == 2 else pytest.mark.slow,
     )
     for path in LAUNCH_PATHS
     for nproc in (1, 2, 3)
-] + [("c10d", 2, 1), ("static", 2, 1)]
+] + [("c10d", 2, 1), pytest.param("static", 2, 1, marks=pytest.mark.slow)]
+"""Every path with two ranks, and two agents through c10d (the ``run_train.sh`` path), run
+by default; the other shapes run with ``slow`` (the warm lane's tests cover every shape)."""
 
 
 @pytest.mark.parametrize(("path", "nnodes", "nproc"), SHAPES)
