@@ -27,6 +27,9 @@ class FailedRank:
     """Its own exit note: the start of its exit (every normal exit writes one)."""
     died_at: float | None = None
     """When the death watch saw it die (a rank killed by a signal notes nothing)."""
+    raised_at: float | None = None
+    """When its error left its ``main``: before the atexit teardown (MTP children, process
+    group) that its peers may fail of, and so before its exit note."""
 
     @property
     def torn_down(self) -> bool:
@@ -63,6 +66,12 @@ def first_failure(failed: list[FailedRank]) -> RankOutcome | None:
         return None
     first = min(failed, key=FailedRank.key)
     timed = [(t, f) for f in failed if (t := f.failed_at()) is not None]
+    raised = [(f.raised_at, f) for _, f in timed if f.raised_at is not None]
+    if len(raised) == len(timed):
+        # Every timed rank raised: the moments their errors left main order them. A rank
+        # killed by a signal has only the death watch's stamp, which may lag a peer's raise
+        # of that death, so then the exit notes decide, as they always did.
+        timed = raised
     if first.failed_at() is not None:
         first = min(timed, key=lambda tf: tf[0])[1]
     return first.outcome

@@ -35,6 +35,7 @@ from zephon_chaos.launch.procs import (
     ProcessRegistry,
     ProcId,
     exit_notes,
+    raise_notes,
     recorded_procs,
 )
 from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
@@ -318,6 +319,7 @@ class TorchrunGroup:
         records = self.worker_records()
         fired = self_signals(self.registry.pid_dir)
         exited_at = exit_notes(self.registry.pid_dir)
+        raised_at = raise_notes(self.registry.pid_dir)
         died = self._death_watch.stop()
         ranks: list[RankOutcome] = []
         failed: list[FailedRank] = []
@@ -362,6 +364,7 @@ class TorchrunGroup:
                         stamp=stamp,
                         exited_at=exited_at.get(pid_id) if pid_id else None,
                         died_at=died.get(pid_id) if pid_id else None,
+                        raised_at=raised_at.get(pid_id) if pid_id else None,
                     )
                 )
         first = first_failure(failed)

@@ -22,18 +22,8 @@ PID_DIR_VAR = "ZEPHON_CHAOS_PID_DIR"
 SPAWNHOOK_DIR = str(Path(__file__).with_name("_spawnhook"))
 EXITS_SUBDIR = "exits"
 """Where the spawn hook notes each process's moment of exit (see ``_spawnhook``)."""
-
-
-def spawn_hook_call(name: str) -> None:
-    """Call ``name`` of the spawn hook if this process loaded ours (it always has in a group:
-    the hook is first on the group's ``PYTHONPATH``); a no-op elsewhere."""
-    import sys
-
-    hook = sys.modules.get("sitecustomize")
-    fn = getattr(hook, name, None)
-    if callable(fn) and os.path.dirname(str(getattr(hook, "__file__", ""))) == SPAWNHOOK_DIR:
-        with contextlib.suppress(Exception):
-            fn()
+RAISED_SUBDIR = "raised"
+"""Where it notes the moment a rank's error left its ``main``."""
 
 
 def recorded_procs(folder: Path) -> set[ProcId]:
@@ -60,8 +50,17 @@ def read_notes(pid_dir: Path, subdir: str) -> dict[ProcId, str]:
 
 def exit_notes(pid_dir: Path) -> dict[ProcId, float]:
     """When each noted process of a launch began to exit (``CLOCK_MONOTONIC``)."""
+    return moment_notes(pid_dir, EXITS_SUBDIR)
+
+
+def raise_notes(pid_dir: Path) -> dict[ProcId, float]:
+    """When each rank of a launch whose error left its ``main`` recorded it."""
+    return moment_notes(pid_dir, RAISED_SUBDIR)
+
+
+def moment_notes(pid_dir: Path, subdir: str) -> dict[ProcId, float]:
     notes: dict[ProcId, float] = {}
-    for proc, text in read_notes(pid_dir, EXITS_SUBDIR).items():
+    for proc, text in read_notes(pid_dir, subdir).items():
         with contextlib.suppress(ValueError):
             notes[proc] = float(text)
     return notes

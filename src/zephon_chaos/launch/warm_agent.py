@@ -30,7 +30,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from zephon_chaos.launch._spawnhook.sitecustomize import rank_record
-from zephon_chaos.launch.procs import PID_DIR_VAR, spawn_hook_call, start_ticks
+from zephon_chaos.launch.procs import PID_DIR_VAR, start_ticks
+from zephon_chaos.workload.spawn_hook import spawn_hook_call
 
 PR_SET_PDEATHSIG = 1
 

@@ -21,6 +21,7 @@ from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 from torch.distributed.elastic.multiprocessing.errors import record as _torch_record
 
 from zephon_chaos.workload.atomic import replacing
+from zephon_chaos.workload.spawn_hook import spawn_hook_call
 
 R = TypeVar("R")
 
@@ -29,6 +30,9 @@ class AtomicErrorHandler(ErrorHandler):
     """The same JSON as torch's handler, renamed into place once complete."""
 
     def record_exception(self, e: BaseException) -> None:
+        # The rank's error left ``main``: noted now, before atexit tears down its MTP
+        # children or process group, which its peers may fail of before its exit note.
+        spawn_hook_call("_note_raised")
         path = self._get_error_file_path()
         if not path:
             return

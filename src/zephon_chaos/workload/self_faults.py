@@ -37,7 +37,8 @@ def signal_self(action: str) -> bool:
 
 
 def _leave_note(action: str) -> None:
-    from zephon_chaos.launch.procs import PID_DIR_VAR, spawn_hook_call, start_ticks
+    from zephon_chaos.launch.procs import PID_DIR_VAR, start_ticks
+    from zephon_chaos.workload.spawn_hook import spawn_hook_call
 
     if action in ("sigkill", "sigterm", "exit"):
         spawn_hook_call("_note_exit")  # the rank ends before any atexit could run

@@ -53,3 +53,18 @@ def test_a_rank_without_times_keeps_its_rank_by_the_key() -> None:
 
 def test_ties_go_to_the_lower_rank() -> None:
     assert _first(_failed(0, died_at=3.0), _failed(1, died_at=3.0)) == 0
+
+
+def test_ranks_that_raised_are_ordered_by_their_raise_not_their_exit() -> None:
+    # Rank 1 refused first, then spent its atexit tearing down an MTP child; rank 0 failed
+    # of the connection rank 1 closed and exited sooner.
+    refused = _failed(1, stamp=5.0, raised_at=10.0, exited_at=10.9)
+    reset = _failed(0, root_cause=True, stamp=5.0, raised_at=10.5, exited_at=10.6)
+    assert _first(refused, reset) == 1
+
+
+def test_a_rank_killed_by_a_signal_is_timed_against_exit_notes() -> None:
+    # The death watch's stamp of the killed rank may lag its peer's raise of that death.
+    killed = _failed(1, -signal.SIGKILL, died_at=10.2)
+    peer = _failed(0, root_cause=True, stamp=5.0, raised_at=10.1, exited_at=10.4)
+    assert _first(killed, peer) == 1

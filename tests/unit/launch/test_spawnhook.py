@@ -20,3 +20,10 @@ def test_a_process_that_execs_a_shorter_command_keeps_a_whole_record(tmp_path: P
     subprocess.run(long_argv, env=env, check=True, timeout=60)
     (record,) = [p for p in tmp_path.iterdir() if p.is_file()]
     assert json.loads(record.read_text())["argv"] == ["-c"]
+
+
+def test_the_rank_side_knows_the_hook_by_its_mark() -> None:
+    from zephon_chaos.launch._spawnhook import sitecustomize
+    from zephon_chaos.workload.spawn_hook import HOOK_MARK
+
+    assert getattr(sitecustomize, HOOK_MARK) is True

@@ -60,3 +60,41 @@ def test_the_error_file_appears_only_once_whole(
     existed, data = seen[0]
     assert not existed and data["message"]["message"] == "ValueError: bad C"
     assert json.loads(path.read_text()) == data
+
+
+RAISES_THEN_TEARS_DOWN = """
+import atexit, sys, time
+from pathlib import Path
+from zephon_chaos.workload.error_file import record
+
+# Registered after the spawn hook's own handler, so it runs first, as the teardown of an
+# MTP child or a process group does: a failing rank's peers see it before its exit note.
+atexit.register(lambda: Path(sys.argv[1]).write_text(repr(time.monotonic())))
+
+def main():
+    raise ValueError("canonical_replicas (3) must be >= dp_degree (4)")
+
+record(main)()
+"""
+
+
+def test_a_rank_notes_when_its_error_leaves_main_before_any_teardown(tmp_path: Path) -> None:
+    """Ranks that raised are ordered by these notes: the exit note comes after the rank's
+    own atexit teardown, which a peer may fail of first (a reset connection) and would
+    then be named the cause."""
+    import subprocess
+    import sys
+
+    from zephon_chaos.launch.procs import SPAWNHOOK_DIR, exit_notes, raise_notes
+
+    pythonpath = os.pathsep.join([SPAWNHOOK_DIR, *sys.path])
+    env = {**os.environ, "PYTHONPATH": pythonpath, "ZEPHON_CHAOS_PID_DIR": str(tmp_path)}
+    env["TORCHELASTIC_ERROR_FILE"] = str(tmp_path / "error.json")
+    teardown = tmp_path / "teardown"
+    proc = subprocess.run(
+        [sys.executable, "-c", RAISES_THEN_TEARS_DOWN, str(teardown)], env=env, timeout=120
+    )
+    assert proc.returncode == 1
+    (raised,) = raise_notes(tmp_path).values()
+    (exited,) = exit_notes(tmp_path).values()
+    assert raised < float(teardown.read_text()) < exited

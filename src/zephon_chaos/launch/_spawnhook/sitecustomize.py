@@ -19,7 +19,10 @@ import sys
 
 STACKS_SUBDIR = "stacks"
 EXITS_SUBDIR = "exits"
+RAISED_SUBDIR = "raised"
 STACK_SIGNAL_VAR = "ZEPHON_CHAOS_STACK_SIGNAL"
+ZEPHON_CHAOS_SPAWN_HOOK = True
+"""The mark ``workload.spawn_hook`` knows this hook by (``HOOK_MARK``)."""
 
 
 def _ticks(pid: int) -> str:
@@ -93,6 +96,16 @@ _STACK_FILE = None
 def _note_exit() -> None:
     """Note when this process began to exit: at exit, in ``os._exit`` (which skips atexit),
     and where the warm lane and self-inflicted signals call it. The first note stands."""
+    _note(EXITS_SUBDIR)
+
+
+def _note_raised() -> None:
+    """Note when this process's error left its ``main`` (the workload's ``@record`` calls
+    it), before atexit tears down its children or process group. The first note stands."""
+    _note(RAISED_SUBDIR)
+
+
+def _note(subdir: str) -> None:
     pid_dir = os.environ.get("ZEPHON_CHAOS_PID_DIR")
     if not pid_dir:
         return
@@ -100,9 +113,9 @@ def _note_exit() -> None:
         import time
 
         pid = os.getpid()
-        exits = os.path.join(pid_dir, EXITS_SUBDIR)
-        os.makedirs(exits, mode=0o700, exist_ok=True)
-        path = os.path.join(exits, f"{pid}-{_ticks(pid)}")
+        folder = os.path.join(pid_dir, subdir)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = os.path.join(folder, f"{pid}-{_ticks(pid)}")
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         os.write(fd, repr(time.monotonic()).encode())
         os.close(fd)
