@@ -1,7 +1,9 @@
 """``zephon-chaos``: explore | run | replay | proxy | clean | bench | report.
 
 Each subcommand lives in ``zephon_chaos.commands.<name>`` with ``add_arguments(parser)`` and
-``run(args) -> int``; they are imported only when chosen, so ``--help`` stays fast. Bad flags
+``run(args) -> int``. Every command module is imported to build the parser, so each keeps
+torch, Zephon and the launchers out of its module level (they load inside ``run``), and
+``--help`` stays fast. Bad flags
 and bad files exit 2 with a message naming the problem: any :class:`InvalidInput` (a
 ``UsageError``, a ``ScenarioError``, a ``MergeError``, ...) that reaches ``main``.
 """
