@@ -97,9 +97,7 @@ def zephon_configs(draw: st.DrawFn) -> ZephonConfig:
     restore = draw(st.sampled_from([None] * 16 + ["same", "same", 1, 4, 6, "garbage", "future"]))
     if restore == "same":
         restore = c if c is not None and c >= 1 else max(ws, 1)
-    # A lone rank of a larger world that checkpoints against a live store waits out its
-    # round (LONE_ROUND_TIMEOUT_S): a quarter of such worlds do, not a half.
-    checkpoint = restore is None and (ws <= 1 or draw(st.integers(0, 3)) == 0)
+    checkpoint = restore is None and (ws <= 1 or draw(st.booleans()))
     store, directory = draw(aggregate_locations())
     timeout_s = draw(st.sampled_from([0.1, 0.2]))
     master_port = draw(st.sampled_from([None, "", "abc", "0", "70000", LIVE, LIVE, LIVE, DEAD]))
