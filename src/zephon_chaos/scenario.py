@@ -186,6 +186,19 @@ class Scenario:
         """C of phase ``i``: its own override, else the pipeline's."""
         return self.phases[i].canonical_replicas or self.pipeline.canonical_replicas
 
+    def _before_faults(self, i: int) -> int | None:
+        """:func:`checkpoints_before_faults` of phase ``i``, with its own layout and C: what a
+        crash hands on (``restore_index``) and what a restart resumes (``restart_kept``)."""
+        ph = self.phases[i]
+        return checkpoints_before_faults(
+            ph.checkpoints,
+            ph.rank_faults,
+            ph.world_size,
+            self.canonical_replicas(i),
+            self.pipeline.mapping,
+            ph.tp,
+        )
+
     def restore_index(self, i: int) -> int | None:
         """Index of the checkpoint of phase ``i`` the next phase restores, if it takes one.
 
@@ -197,14 +210,7 @@ class Scenario:
             return None
         done = len({astuple(cp) for cp in ph.checkpoints})
         if ph.rank_faults and not ph.max_restarts:
-            before = checkpoints_before_faults(
-                ph.checkpoints,
-                ph.rank_faults,
-                ph.world_size,
-                self.canonical_replicas(i),
-                self.pipeline.mapping,
-                ph.tp,
-            )
+            before = self._before_faults(i)
             done = done if before is None else before
         return done - 1 if done else None
 
@@ -232,14 +238,7 @@ class Scenario:
         ph = self.phases[i]
         if not (ph.max_restarts and ph.rank_faults) or ph.expect_failure:
             return None
-        before = checkpoints_before_faults(
-            ph.checkpoints,
-            ph.rank_faults,
-            ph.world_size,
-            self.canonical_replicas(i),
-            self.pipeline.mapping,
-            ph.tp,
-        )
+        before = self._before_faults(i)
         marks = sorted({astuple(cp) for cp in ph.checkpoints})
         return CheckpointAt(*marks[before - 1]) if before else None
 
