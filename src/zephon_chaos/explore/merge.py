@@ -21,7 +21,7 @@ from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.cells import Cell, Dim, Why
 from zephon_chaos.explore.database import LOCAL_COPY
 from zephon_chaos.explore.findings import Finding, FindingLabel, Section, size_key
-from zephon_chaos.explore.report import SECTION_MEANING, Coverage, TierStats
+from zephon_chaos.explore.report import Coverage, TierStats, section_head
 from zephon_chaos.explore.shard import Shard
 from zephon_chaos.explore.space import Declared, Space
 from zephon_chaos.explore.summary_json import (
@@ -374,11 +374,8 @@ def _section(merged: Merged, out: Path, section: Section) -> list[str]:
     found = [f for f in merged.summary.findings if _section_of(f) is section]
     if not found:
         return []
-    lines = ["", f"## {section.value} ({len(found)})", "", SECTION_MEANING[section], ""]
-    lines += [
-        "| signature | label (each run's) | tier | seen | first seen | minimal scenario |",
-        "|---|---|---|---|---|---|",
-    ]
+    columns = ("signature", "label (each run's)", "tier", "seen", "first seen", "minimal scenario")
+    lines = section_head(section, len(found), columns)
     for f in found:
         runs = ", ".join(f"{name}: {label}" for name, label in f.labels.items())
         scenario = merged.kept[f.signature].scenario

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -302,16 +303,28 @@ SECTION_MEANING: dict[Section, str] = {
 }
 
 
+def section_head(section: Section, count: int, columns: Sequence[str]) -> list[str]:
+    """A findings section's heading, meaning and table header: a run's summary and the merged
+    one (``explore.merge``) open their sections alike."""
+    return [
+        "",
+        f"## {section.value} ({count})",
+        "",
+        SECTION_MEANING[section],
+        "",
+        f"| {' | '.join(columns)} |",
+        "|" + "---|" * len(columns),
+    ]
+
+
 def _findings_section(result: ExploreResult, section: Section) -> list[str]:
     """One kind of finding: what it means, a table, then each finding's files and evidence."""
     found = result.in_section(section)
     if not found:
         return []
-    lines = ["", f"## {section.value} ({len(found)})", "", SECTION_MEANING[section], ""]
-    lines += [
-        "| signature | label | tier | seen | minimal scenario |",
-        "|---|---|---|---|---|",
-    ]
+    lines = section_head(
+        section, len(found), ("signature", "label", "tier", "seen", "minimal scenario")
+    )
     for f in found:
         lines.append(
             f"| `{f.signature}` | {f.label} | {f.tier} | {f.seen} | {f.scenario.summary()} |"
