@@ -4,17 +4,14 @@ Every row says which exception (or warning) a setting produces, a fragment of it
 and the moment it surfaces, as measured against real Zephon; ``predict`` walks the rows in
 the order Zephon runs its checks, so it is a model of Zephon that the probe can refute.
 ``docs/validation.md`` is rendered from these objects (``validation.doc``) and a test keeps
-the two identical; the rows' conditions are in ``validation.predicates``, the value sets in
-``validation.values``, and ``validation.judge`` predicts and compares.
+the two identical; a row's type is ``validation.rule``, the rows' conditions are in
+``validation.predicates``, the value sets in ``validation.values``, and ``validation.judge``
+predicts and compares. This module is data: the rows and nothing else.
 
 Nothing here imports Zephon or torch: the recipe contract and the doc use the table too.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import Enum
 
 from zephon_chaos.validation import predicates as when
 from zephon_chaos.validation.model import (
@@ -24,55 +21,12 @@ from zephon_chaos.validation.model import (
     StoreUri,
     ZephonConfig,
 )
+from zephon_chaos.validation.rule import Citation, Kind, ZephonRule
 
 ZEPHON_VERSION = "0.2.0"
 """The Zephon release the line numbers and measurements below belong to."""
 
-
-class Kind(str, Enum):
-    """What a row's condition leads to."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    ACCEPTED = "accepted"
-    """Accepted silently: recorded because a reader could expect otherwise."""
-
-
-@dataclass(frozen=True)
-class Citation:
-    """A place in Zephon's source: a path inside the package, a function, a line, its text."""
-
-    path: str
-    function: str
-    line: int
-    needle: str
-    """Text that line contains; a test checks it, so a moved line is noticed."""
-
-    def __str__(self) -> str:
-        return f"`{self.path}` `{self.function}` L{self.line}"
-
-
-@dataclass(frozen=True)
-class ZephonRule:
-    """One row of table (a)."""
-
-    id: str
-    setting: str
-    condition: str
-    kind: Kind
-    outcome: str
-    """Exception type name, warning category name, or ``-`` for accepted rows."""
-    fragment: str
-    moment: Moment | None
-    cites: tuple[Citation, ...]
-    witness: ZephonConfig
-    """A configuration that shows the row; the suite probes it against real Zephon."""
-    applies: Callable[[ZephonConfig], int] = field(compare=False, repr=False)
-    """How many times the row fires for a configuration (0: not at all)."""
-    notes: str = ""
-    finding: bool = False
-    """True where Zephon differs from its own documentation or from DESIGN.md."""
-
+__all__ = ["ZEPHON_RULES", "ZEPHON_VERSION", "Citation", "Kind", "ZephonRule"]
 
 _P = "_internal/pipeline.py"
 _E = "_internal/engine.py"
