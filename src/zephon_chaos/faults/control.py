@@ -12,9 +12,10 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +134,32 @@ class InterposerControl:
             if fits(heard):
                 return heard
             self._pending.append(heard)
+
+    @contextlib.contextmanager
+    def watched(
+        self,
+        watch: Callable[[InterposerControl, float], None],
+        deadline_s: float,
+        ended: dict[str, Any],
+        thread_name: str,
+        on_end: Callable[[], object] | None = None,
+    ) -> Iterator[None]:
+        """Around a launch: ``watch(self, deadline_s)`` in a thread of its own. When the launch
+        returns, ``on_end`` (for a watcher waiting on something else), then ``ended`` sent to
+        the channel wakes a watcher still waiting for a rank's event; it is joined and the
+        channel closed, which releases any rank still held."""
+        watcher = threading.Thread(
+            target=watch, args=(self, deadline_s), name=thread_name, daemon=True
+        )
+        watcher.start()
+        try:
+            yield
+        finally:
+            if on_end is not None:
+                on_end()
+            notify(self.name, ended)
+            watcher.join(deadline_s)
+            self.close()
 
     def close(self) -> None:
         """Release every holding rank and stop listening."""

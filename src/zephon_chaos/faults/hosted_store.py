@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from zephon_chaos.faults.control import InterposerControl, notify
+from zephon_chaos.faults.control import InterposerControl
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.launch.store_process import StoreAction, StoreEvent, StoreProcess
 from zephon_chaos.oracles import faults as fault_oracle
@@ -93,17 +93,12 @@ class StoreFaultLaunch:
         always continued, and the watcher ended, when the launch returns."""
         control = self._control
         assert control is not None, "prepare() first"
-        watcher = threading.Thread(
-            target=self._watch, args=(control, deadline_s), name="zc-store-fault", daemon=True
-        )
-        watcher.start()
         try:
-            yield
+            with control.watched(
+                self._watch, deadline_s, ENDED, "zc-store-fault", on_end=self._ended.set
+            ):
+                yield
         finally:
-            self._ended.set()
-            notify(control.name, ENDED)
-            watcher.join(deadline_s)
-            control.close()
             self._control = None
             actions = {e.action for e in self.acted}
             stalled = StoreAction.STOPPED in actions and StoreAction.CONTINUED not in actions

@@ -24,13 +24,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from zephon_chaos.faults.control import InterposerControl, notify
+from zephon_chaos.faults.control import InterposerControl
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.faults.process import ProcessFaultError, StopEvidence, wait_stopped
 from zephon_chaos.launch.procs import ProcId, start_ticks
@@ -112,16 +111,10 @@ class RoundFaultLaunch:
         if control is None:
             yield
             return
-        watcher = threading.Thread(
-            target=self._watch, args=(control, deadline_s), name="zc-round-stop", daemon=True
-        )
-        watcher.start()
         try:
-            yield
+            with control.watched(self._watch, deadline_s, ENDED, "zc-round-stop"):
+                yield
         finally:
-            notify(control.name, ENDED)
-            watcher.join(deadline_s)
-            control.close()
             self._control = None
 
     def _watch(self, control: InterposerControl, deadline_s: float) -> None:
