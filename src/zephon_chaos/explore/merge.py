@@ -357,11 +357,7 @@ def markdown(merged: Merged, out: Path) -> list[str]:
         lines.append(f"- example database shared by the runs: `{s.database}`")
     for t in s.tiers.values():
         stats = TierStats(**{fl.name: getattr(t, fl.name) for fl in fields(TierFacts)})
-        lines.append(
-            f"- {t.tier}: {t.scenarios} scenarios in {format_duration(t.seconds)} "
-            f"({stats.rate:.1f}/min)"
-        )
-        lines.append(f"- {t.tier} time: {stats.time_line()}")
+        lines += stats.summary_lines()
     if not s.findings:
         lines += ["", "## Findings (0)", "", "None: every scenario run met the oracles."]
     for section in Section:

@@ -233,6 +233,15 @@ class TierStats:
         else:
             self.confirm_s += seconds
 
+    def summary_lines(self) -> list[str]:
+        """The tier's two lines in a summary: its pace, then where its time went (a run's own
+        summary and the merged one alike)."""
+        return [
+            f"- {self.tier}: {self.scenarios} scenarios in {format_duration(self.seconds)} "
+            f"({self.rate:.1f}/min)",
+            f"- {self.tier} time: {self.time_line()}",
+        ]
+
     def time_line(self) -> str:
         """Where the tier's time went, for the summary."""
         in_process = (
@@ -360,11 +369,7 @@ def write_summary(result: ExploreResult) -> Path:
     if result.plant:
         lines.append(f"- self-test: every scenario carries the planted defect `{result.plant}`")
     for t in result.tiers.values():
-        lines.append(
-            f"- {t.tier}: {t.scenarios} scenarios in {format_duration(t.seconds)} "
-            f"({t.rate:.1f}/min)"
-        )
-        lines.append(f"- {t.tier} time: {t.time_line()}")
+        lines += t.summary_lines()
     lines += [f"- note: {n}" for n in result.notes]
     if not result.findings:
         lines += ["", "## Findings (0)", ""]
