@@ -27,6 +27,7 @@ from zephon_chaos.faults.control import InterposerControl
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.launch.store_process import StoreAction, StoreEvent, StoreProcess
 from zephon_chaos.oracles import faults as fault_oracle
+from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario_rules import FOLLOWER_POINTS, round_point
 from zephon_chaos.workload.spec import PhaseTrigger, WorkloadSpec
@@ -171,19 +172,16 @@ class StoreFaultLaunch:
             f"acted ({released or 'ended before its release'})"
         )
         self.evidence += [e.describe() for e in self.acted]
-        facts = {f.index: f for f in run.checkpoints.facts}
-        for j in range(self.index):
-            f = facts.get(j)
-            if f is None or f.failed or 0 not in f.ok_ranks:
-                problems.append(
-                    Problem(
-                        Area.FAULT,
-                        Kind.LOST_CHECKPOINT,
-                        f"checkpoint {j}, due before the store fault at {self.fault.at}, "
-                        "did not complete",
-                        checkpoint=j,
-                    ).in_phase(run.index)
-                )
+        for j in lost_checkpoints(run.checkpoints.facts, self.index):
+            problems.append(
+                Problem(
+                    Area.FAULT,
+                    Kind.LOST_CHECKPOINT,
+                    f"checkpoint {j}, due before the store fault at {self.fault.at}, "
+                    "did not complete",
+                    checkpoint=j,
+                ).in_phase(run.index)
+            )
         self.verdict = fault_oracle.judge(
             run.records,
             run.result,

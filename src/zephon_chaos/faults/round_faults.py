@@ -34,6 +34,7 @@ from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.faults.process import ProcessFaultError, StopEvidence, wait_stopped
 from zephon_chaos.launch.procs import ProcId, start_ticks
 from zephon_chaos.oracles import faults as fault_oracle
+from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario_rules import rank_point
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault, WorkloadSpec
@@ -188,15 +189,12 @@ class RoundFaultLaunch:
                     f"continued after {self.continued.after}, "
                     f"{self.continued.stopped_s:.1f}s later"
                 )
-        facts = {f.index: f for f in run.checkpoints.facts}
-        for j in range(self.index):
-            f = facts.get(j)
-            if f is None or f.failed or 0 not in f.ok_ranks:
-                found(
-                    Kind.LOST_CHECKPOINT,
-                    f"checkpoint {j}, due before the fault at {fault.at}, did not complete",
-                    j,
-                )
+        for j in lost_checkpoints(run.checkpoints.facts, self.index):
+            found(
+                Kind.LOST_CHECKPOINT,
+                f"checkpoint {j}, due before the fault at {fault.at}, did not complete",
+                j,
+            )
         words = DEATH_WORDS.get(fault.action)
         self.verdict = fault_oracle.judge(
             run.records,

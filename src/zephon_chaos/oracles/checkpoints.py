@@ -6,6 +6,7 @@ warns; one on a window boundary does not.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from zephon_chaos.problem import Area, Kind, Problem
@@ -28,6 +29,19 @@ class CheckpointFacts:
     def mid_window(self) -> bool:
         counts = list(self.lane_counts.values())
         return bool(counts) and min(counts) != max(counts)
+
+    @property
+    def completed(self) -> bool:
+        """Rank 0 completed it, so persisted it, and no rank saw it fail: one a later launch
+        can restore. The runner and the fault drivers ask this one question alike."""
+        return not self.failed and 0 in self.ok_ranks
+
+
+def lost(facts: Iterable[CheckpointFacts], before: int) -> list[int]:
+    """Of checkpoints ``0 .. before - 1``, those that did not complete (no record of it, or
+    not :attr:`CheckpointFacts.completed`): a fault timed after them must not cost them."""
+    done = {f.index for f in facts if f.completed}
+    return [j for j in range(before) if j not in done]
 
 
 @dataclass

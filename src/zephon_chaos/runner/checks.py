@@ -81,7 +81,7 @@ def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) ->
     for j in range(index + 1):
         f = facts.get(j)
         where = f"phase {i}: checkpoint {j}, "
-        if f is None or f.failed or 0 not in f.ok_ranks:
+        if f is None or not f.completed:
             text = f"{where}due before the fault, did not complete"
             problems.append(crash(Kind.LOST_CHECKPOINT, text, j))
         elif j < index and len(f.ok_ranks) != len(run.records):

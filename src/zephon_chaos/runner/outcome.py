@@ -60,7 +60,7 @@ def surviving_checkpoint(facts: list[ckpt_oracle.CheckpointFacts]) -> int | None
     before rank 0 persists, so this is the last checkpoint every rank got: under ``skip`` the
     successful one after a skipped one, never the skipped one.
     """
-    done = [f.index for f in facts if not f.failed and 0 in f.ok_ranks]
+    done = [f.index for f in facts if f.completed]
     return max(done) if done else None
 
 

@@ -141,16 +141,15 @@ def restarted_attempt(
     index = None if kept is None else marks.index((kept.step, kept.extra))
     expected_restore = spec.restore_from
     if index is not None:
-        facts = {f.index: f for f in run0.checkpoints.facts}
-        for j in range(index + 1):
-            f = facts.get(j)
-            if f is None or f.failed or 0 not in f.ok_ranks:
-                restart(
-                    Kind.LOST_CHECKPOINT,
-                    f"{where}: checkpoint {j} of attempt 0, due before the fault, did not complete",
-                    j,
-                )
-                return out, spec, track
+        lost = ckpt_oracle.lost(run0.checkpoints.facts, index + 1)
+        if lost:
+            restart(
+                Kind.LOST_CHECKPOINT,
+                f"{where}: checkpoint {lost[0]} of attempt 0, due before the fault, did not "
+                "complete",
+                lost[0],
+            )
+            return out, spec, track
         track, fact = track.resumed(i, phase.world_size)
         if fact is not None:
             outcome.resumes.append(fact)
