@@ -28,6 +28,7 @@ class WarmScenarioRunner(ScenarioRunner):
     """Torchrun groups forked from a pre-warmed server (``zephon_chaos.launch.warm``)."""
 
     def __init__(self, root: Path, deadline_s: float) -> None:
+        from zephon_chaos.diagnostics.stacks import collect_group_stacks
         from zephon_chaos.launch.warm import WarmServerProcess, warm_launcher
 
         root = Path(root)
@@ -35,7 +36,8 @@ class WarmScenarioRunner(ScenarioRunner):
         self.server = WarmServerProcess(root / "warm-server").start()
         groups = root / "groups"
         groups.mkdir(mode=0o700, exist_ok=True)
-        super().__init__(root, launcher=warm_launcher(self.server, groups), deadline_s=deadline_s)
+        launcher = warm_launcher(self.server, groups, on_deadline=collect_group_stacks)
+        super().__init__(root, launcher=launcher, deadline_s=deadline_s)
 
     def close(self) -> None:
         self.server.close()

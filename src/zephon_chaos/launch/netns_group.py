@@ -77,7 +77,12 @@ class NetnsGroup(TorchrunGroup):
         return list(range(host * self.spec.nproc, (host + 1) * self.spec.nproc))
 
 
-def run_on_hosts(spec: LaunchSpec, workdir: Path) -> GroupResult:
+def run_on_hosts(
+    spec: LaunchSpec, workdir: Path, on_deadline: StackCollector | None = None
+) -> GroupResult:
     """Run ``spec`` on a host network of its own, made for it and removed after it."""
-    with HostNetwork(spec.hosts) as network, NetnsGroup(spec, workdir, network) as group:
+    with (
+        HostNetwork(spec.hosts) as network,
+        NetnsGroup(spec, workdir, network, on_deadline=on_deadline) as group,
+    ):
         return group.run()

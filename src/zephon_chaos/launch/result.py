@@ -164,7 +164,8 @@ class GroupResult:
 
     def _verdict(self) -> str:
         if self.timed_out:
-            return "passed its deadline; stacks captured and the whole tree killed"
+            stacks = "stacks captured" if self.stacks else "no stacks captured"
+            return f"passed its deadline; {stacks} and the whole tree killed"
         if self.ok:
             return f"succeeded in {self.duration_s:.1f}s"
         codes = ", ".join(describe(rc) for rc in self.agent_returncodes)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.diagnostics.stacks import collect_group_stacks
 from zephon_chaos.harness_problem import undescribed_failure
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.launch.leftover_round import close_before_relaunch
@@ -34,14 +35,15 @@ Launcher = Callable[[LaunchSpec], GroupResult]
 
 
 def cli_launcher(root: Path) -> Launcher:
-    """Launch through ``python -m torch.distributed.run``, each group under ``root``."""
+    """Launch through ``python -m torch.distributed.run``, each group under ``root``; a group
+    that passes its deadline has its ranks' stacks taken first (a hang's only evidence)."""
 
     def launch(spec: LaunchSpec) -> GroupResult:
         if spec.hosts > 1:
             from zephon_chaos.launch.netns_group import run_on_hosts
 
-            return run_on_hosts(spec, root / spec.name)
-        with TorchrunGroup(spec, root / spec.name) as group:
+            return run_on_hosts(spec, root / spec.name, on_deadline=collect_group_stacks)
+        with TorchrunGroup(spec, root / spec.name, on_deadline=collect_group_stacks) as group:
             return group.run()
 
     return launch
