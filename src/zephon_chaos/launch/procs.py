@@ -17,13 +17,12 @@ from pathlib import Path
 
 import psutil
 
+# The folders the spawn hook writes its notes in: the hook's own names, not copies.
+from zephon_chaos.launch._spawnhook.sitecustomize import EXITS_SUBDIR, RAISED_SUBDIR
+
 TAG_VAR = "ZEPHON_CHAOS_GROUP"
 PID_DIR_VAR = "ZEPHON_CHAOS_PID_DIR"
 SPAWNHOOK_DIR = str(Path(__file__).with_name("_spawnhook"))
-EXITS_SUBDIR = "exits"
-"""Where the spawn hook notes each process's moment of exit (see ``_spawnhook``)."""
-RAISED_SUBDIR = "raised"
-"""Where it notes the moment a rank's error left its ``main``."""
 
 
 def recorded_procs(folder: Path) -> set[ProcId]:

@@ -162,10 +162,14 @@ class GroupResult:
             raise GroupFailed(self)
         return self
 
+    @property
+    def stacks_note(self) -> str:
+        """Whether a timed-out group left its stacks: said only where it is so."""
+        return "stacks captured" if self.stacks else "no stacks captured"
+
     def _verdict(self) -> str:
         if self.timed_out:
-            stacks = "stacks captured" if self.stacks else "no stacks captured"
-            return f"passed its deadline; {stacks} and the whole tree killed"
+            return f"passed its deadline; {self.stacks_note} and the whole tree killed"
         if self.ok:
             return f"succeeded in {self.duration_s:.1f}s"
         codes = ", ".join(describe(rc) for rc in self.agent_returncodes)

@@ -173,7 +173,7 @@ def group_events(result: GroupResult) -> list[Event]:
             Event(
                 begin + result.duration_s if begin is not None else None,
                 f"{result.name} harness",
-                "past the deadline: stacks captured, whole tree killed (group ended)",
+                f"past the deadline: {result.stacks_note}, whole tree killed (group ended)",
             )
         )
     events += jsonl_events(result.workdir / EVENTS_FILE, f"{result.name} faults")
