@@ -113,6 +113,31 @@ def test_a_stall_past_the_bound_is_the_known_defect_and_a_relaunch_on_the_same_n
     assert known.judged_ok(outcome), outcome.report()
 
 
+@pytest.mark.slow
+def test_a_store_killed_at_an_acknowledgement_fails_the_round_within_the_known_defects_reach(
+    resume_check,
+) -> None:
+    """G 4: the store dies as rank 1 acknowledges round 1; the leader may have read ranks 2
+    and 3's acknowledgements, whose clean-up then meets the dead store once each
+    (``dead-store-ack-cleanup``). Whatever it read, nothing else is wrong, and the next
+    launch, on an empty store, resumes the last surviving checkpoint."""
+    kill = StoreFault("kill", "ack#1")
+    scenario = Scenario(
+        pipeline=PipelineSpec(
+            canonical_replicas=4, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
+        ),
+        phases=(Phase(4, 3, CPS, store_faults=(kill,)), Phase(2, 2)),
+        name="hosted-kill-at-ack",
+    ).validate()
+    outcome = resume_check(scenario)
+    killed = outcome.phases[0].fault
+    assert [e.action for e in killed.acted] == ACTED["kill"], killed.watch_error
+    assert known.unexplained(outcome) == [], outcome.report()
+    if outcome.problems:
+        assert known.DEAD_STORE_ACK_CLEANUP in known.explaining(outcome), outcome.report()
+    assert known.judged_ok(outcome), outcome.report()
+
+
 @pytest.mark.parametrize(
     "action",
     ["sigkill", pytest.param("raise", marks=pytest.mark.slow)],

@@ -129,3 +129,45 @@ def test_a_retry_refused_for_a_failed_attempts_round_id_is_the_missed_round_defe
     assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=True), line)  # type: ignore[arg-type]
     other = dataclasses.replace(line, rank=1)
     assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=False), other)  # type: ignore[arg-type]
+
+
+def _killed_at(at: str, world: int, leader_s: float, action: str = "kill") -> object:
+    """A launch of ``world`` ranks whose hosted store got ``action`` at ``at`` (T = 2 s); the
+    leader's faulted attempt took ``leader_s``."""
+    from types import SimpleNamespace
+
+    from zephon_chaos.faults.hosted_store import StoreFaultLaunch
+    from zephon_chaos.oracles.faults import FaultVerdict
+    from zephon_chaos.scenario import StoreFault
+
+    fault = StoreFaultLaunch(StoreFault(action, at), store=None, timeout_s=2.0)  # type: ignore[arg-type]
+    fault.verdict = FaultVerdict("failed", 0, durations={0: leader_s, 1: 0.1})
+    run = SimpleNamespace(
+        index=0, fault=fault, liveness=None, phase=SimpleNamespace(world_size=world)
+    )
+    return SimpleNamespace(phases=[run])
+
+
+@pytest.mark.parametrize(
+    ("at", "world", "leader_s", "action", "rank", "explained"),
+    [
+        ("ack#1", 4, 9.8, "kill", 0, True),  # the downstream profile's finding
+        ("ack#1", 4, 9.0 + 2 * 4 * 2.0, "kill", 0, True),  # two deletes at the ceiling
+        ("ack#1", 4, 9.0 + 2 * 4 * 2.0 + 0.5, "kill", 0, False),  # more than its deletes
+        ("ack#1", 2, 9.8, "kill", 0, False),  # no acknowledgement to delete
+        ("ack#1", 4, 9.8, "kill", 1, False),  # a follower: not the leader's clean-up
+        ("shard#1", 4, 9.8, "kill", 0, False),  # before any acknowledgement
+        ("ack#1", 4, 9.8, "restart", 0, False),  # a live store answers the deletes
+    ],
+)
+def test_the_leaders_slow_failure_after_a_store_kill_at_ack_is_the_dead_store_cleanup_defect(
+    at: str, world: int, leader_s: float, action: str, rank: int, explained: bool
+) -> None:
+    """Explained only on the leader, for a kill at a follower's acknowledgement, and only up
+    to one dead-store delete per acknowledgement the leader can have read."""
+    from zephon_chaos.explore.known import DEAD_STORE_ACK_CLEANUP
+
+    text = f"rank {rank} took {leader_s:.1f}s to fail one attempt, over the bound 9.0s"
+    line = Problem(Area.FAULT, Kind.SLOW_FAILURE, text, phase=0, checkpoint=0, rank=rank)
+    outcome = _killed_at(at, world, leader_s, action)
+    assert DEAD_STORE_ACK_CLEANUP.explains(outcome, line) is explained  # type: ignore[arg-type]
