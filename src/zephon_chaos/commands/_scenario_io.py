@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from zephon_chaos.closing import Closing
 from zephon_chaos.commands import UsageError
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
@@ -70,7 +71,7 @@ def pick_tier(scenario: Scenario, choice: str) -> str:
     return tier
 
 
-class Workspace:
+class Workspace(Closing):
     """A private working folder: a temp dir removed afterwards, or ``--keep DIR``."""
 
     def __init__(self, keep: str | None) -> None:
@@ -84,12 +85,6 @@ class Workspace:
     def close(self) -> None:
         if self.keep is None:
             shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> Workspace:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def check_launch(choice: str) -> str:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from zephon_chaos.commands import UsageError
+from zephon_chaos.directories import make_directory
 
 SUBCOMMANDS = {"aggregation": "checkpoint aggregation time and store traffic at scale"}
 
@@ -93,8 +94,8 @@ def run(args: argparse.Namespace) -> int:
         config.validate()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"--out {args.out} exists and is not a directory; name a directory")
+    if why := make_directory(args.out):
+        raise UsageError(f"--out {args.out}: {why}; name a directory")
     from zephon_chaos.bench.machine import load_note
 
     print(f"zephon-chaos bench aggregation: {len(config.cells())} cells x {config.reps} rounds; "
@@ -179,8 +180,8 @@ def _run_project(args: argparse.Namespace) -> int:
 
     cfg = project_config(args)
     assert isinstance(cfg, ProjectRun)
-    if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"--out {args.out} exists and is not a directory; name a directory")
+    if why := make_directory(args.out):
+        raise UsageError(f"--out {args.out}: {why}; name a directory")
     began = time.monotonic()
     result = run_project(cfg, args.out)
     print()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from zephon_chaos.commands import UsageError
 from zephon_chaos.commands._scenario_io import add_launch_options
+from zephon_chaos.directories import make_directory
 from zephon_chaos.explore.findings import Finding, Section
 
 if TYPE_CHECKING:
@@ -182,12 +183,8 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         except ValueError as exc:
             raise UsageError(f"--shard {exc}") from None
     report = Path(args.report)
-    if report.exists() and not report.is_dir():
-        raise UsageError(f"--report {report}: exists and is not a directory")
-    try:
-        report.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--report {report}: cannot create it ({exc.strerror})") from None
+    if why := make_directory(report):
+        raise UsageError(f"--report {report}: {why}")
     return ExploreConfig(
         budget_s=budget,
         report_dir=report,

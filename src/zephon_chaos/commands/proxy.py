@@ -6,13 +6,9 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8474, help="API port (default 8474)")
-    parser.add_argument(
-        "--allow-non-loopback",
-        action="store_true",
-        help="allow the API and proxies to listen on non-loopback addresses",
-    )
+    from zephon_chaos.faults.proxy.cli import add_arguments as server_arguments
+
+    server_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ from hypothesis.database import (
     ReadOnlyDatabase,
 )
 
+from zephon_chaos.directories import make_directory
 from zephon_chaos.errors import InvalidInput
 
 NONE = "none"
@@ -92,12 +93,8 @@ def open_database(spec: str | None, report_dir: Path) -> ExampleDatabase | None:
     if spec.startswith(GITHUB_ARTIFACT):
         return _github(spec[len(GITHUB_ARTIFACT) :], report_dir / LOCAL_COPY)
     path = Path(spec)
-    if path.exists() and not path.is_dir():
-        raise DatabaseError(f"{spec}: exists and is not a directory (give a directory path)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DatabaseError(f"{spec}: cannot create the directory ({exc.strerror})") from None
+    if why := make_directory(path):
+        raise DatabaseError(f"{spec}: {why} (give a directory path)")
     return DirectoryBasedExampleDatabase(path)
 
 

@@ -21,7 +21,7 @@ from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.cells import Cell, Dim, Why
 from zephon_chaos.explore.database import LOCAL_COPY
 from zephon_chaos.explore.findings import Finding, FindingLabel, Section, size_key
-from zephon_chaos.explore.report import Coverage, TierStats, section_head
+from zephon_chaos.explore.report import Coverage, TierStats, section_head, setting_lines
 from zephon_chaos.explore.shard import Shard
 from zephon_chaos.explore.space import Declared, Space
 from zephon_chaos.explore.summary_json import (
@@ -351,10 +351,7 @@ def markdown(merged: Merged, out: Path) -> list[str]:
         )
     if merged.missing_shards:
         lines.append(f"- shards missing (no report given): {', '.join(merged.missing_shards)}")
-    if s.plant:
-        lines.append(f"- self-test: every scenario carries the planted defect `{s.plant}`")
-    if s.database:
-        lines.append(f"- example database shared by the runs: `{s.database}`")
+    lines += setting_lines(s.plant, s.database, shared="by the runs")
     for t in s.tiers.values():
         stats = TierStats(**{fl.name: getattr(t, fl.name) for fl in fields(TierFacts)})
         lines += stats.summary_lines()

@@ -353,6 +353,14 @@ def _findings_section(result: ExploreResult, section: Section) -> list[str]:
     return lines
 
 
+def setting_lines(plant: str | None, database: str | None, *, shared: str) -> list[str]:
+    """A summary's lines for the example database and the self-test's planted defect."""
+    lines = [f"- example database shared {shared}: `{database}`"] if database else []
+    if plant:
+        lines.append(f"- self-test: every scenario carries the planted defect `{plant}`")
+    return lines
+
+
 def write_summary(result: ExploreResult) -> Path:
     path = result.report_dir / "summary.md"
     lines = [
@@ -364,10 +372,7 @@ def write_summary(result: ExploreResult) -> Path:
     ]
     if result.shard:
         lines.append(f"- shard {result.shard} (`zephon-chaos report merge` joins the shards)")
-    if result.database:
-        lines.append(f"- example database shared with other runs: `{result.database}`")
-    if result.plant:
-        lines.append(f"- self-test: every scenario carries the planted defect `{result.plant}`")
+    lines += setting_lines(result.plant, result.database, shared="with other runs")
     for t in result.tiers.values():
         lines += t.summary_lines()
     lines += [f"- note: {n}" for n in result.notes]

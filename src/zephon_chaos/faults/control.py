@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from zephon_chaos.closing import Closing
+
 RELEASE = b"release\n"
 
 
@@ -76,7 +78,7 @@ class HeardEvent:
         conn.close()
 
 
-class InterposerControl:
+class InterposerControl(Closing):
     """The harness's end: ``expect(rank=1, phase="shard")`` waits for that rank's event."""
 
     def __init__(self, name: str | None = None) -> None:
@@ -170,9 +172,3 @@ class InterposerControl:
         if self.name.startswith("/"):
             with contextlib.suppress(OSError):
                 os.unlink(self.name)
-
-    def __enter__(self) -> InterposerControl:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

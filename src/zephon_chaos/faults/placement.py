@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from zephon_chaos.errors import HarnessError
@@ -39,13 +39,7 @@ class Placement:
         return f"torch://127.0.0.1:{self.listen_port}"
 
     def as_record(self) -> dict[str, Any]:
-        return {
-            "rank": self.rank,
-            "proxy": self.proxy,
-            "listen_port": self.listen_port,
-            "upstream": self.upstream,
-            "enabled": self.enabled,
-        }
+        return asdict(self)
 
 
 def place_store_proxy(

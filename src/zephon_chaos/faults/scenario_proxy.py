@@ -24,7 +24,6 @@ deadline (:func:`stall_deadline_s`) rather than the explorer's, so it does not e
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -207,12 +206,3 @@ class ProxyFaultSession:
         for launch in self.launches:
             launch.proxies.close()
         self._stack.close()
-
-
-@contextlib.contextmanager
-def proxy_fault_session() -> Iterator[ProxyFaultSession]:
-    session = ProxyFaultSession()
-    try:
-        yield session
-    finally:
-        session.close()

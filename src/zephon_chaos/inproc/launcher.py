@@ -28,6 +28,7 @@ from typing import Any
 
 import psutil
 
+from zephon_chaos.closing import Closing
 from zephon_chaos.inproc.group import GroupStopped, GroupTornDown, RankGroup, WarningRouter
 from zephon_chaos.inproc.refusal import TierRefusal, collective_refusal
 from zephon_chaos.inproc.stores import StorePool
@@ -43,7 +44,7 @@ STOPPED_EXITCODE = -15
 """What a rank stopped with its group reports: torchrun ends the survivors with SIGTERM."""
 
 
-class InprocLauncher:
+class InprocLauncher(Closing):
     """Call it with a workload :class:`LaunchSpec`; it returns the group's result.
 
     ``close()`` (or ``with``) closes the stores it hosted; until then some stay open for the
@@ -64,12 +65,6 @@ class InprocLauncher:
 
     def close(self) -> None:
         self.pool.close()
-
-    def __enter__(self) -> InprocLauncher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __call__(self, spec: LaunchSpec) -> GroupResult:
         self._refuse(spec)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.closing import Closing
 from zephon_chaos.inproc.launcher import InprocLauncher
 from zephon_chaos.inproc.refusal import TierRefusal, inproc_refusal
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
@@ -12,7 +13,7 @@ from zephon_chaos.scenario import Scenario
 from zephon_chaos.workload.records import RankRecord
 
 
-class InprocScenarioRunner(ScenarioRunner):
+class InprocScenarioRunner(ScenarioRunner, Closing):
     """Refuses, with the field and the reason, what threads cannot run faithfully."""
 
     launcher: InprocLauncher
@@ -26,12 +27,6 @@ class InprocScenarioRunner(ScenarioRunner):
     def close(self) -> None:
         """Close the stores the launches hosted (call once, after the last scenario)."""
         self.launcher.close()
-
-    def __enter__(self) -> InprocScenarioRunner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def run(self, scenario: Scenario) -> ScenarioOutcome:
         reason = inproc_refusal(scenario.validate())

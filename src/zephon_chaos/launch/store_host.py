@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from zephon_chaos.closing import Closing
 from zephon_chaos.launch.ports import LOOPBACK, hold_loopback_listener
 
 
-class StoreHost:
+class StoreHost(Closing):
     """A TCPStore server on 127.0.0.1; ``close`` stops it and frees the port."""
 
     def __init__(self, timeout_s: float = 60.0, port: int = 0) -> None:
@@ -50,9 +51,3 @@ class StoreHost:
         import gc
 
         gc.collect()
-
-    def __enter__(self) -> StoreHost:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

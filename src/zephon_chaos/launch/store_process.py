@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from zephon_chaos.closing import Closing
 from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.ports import LOOPBACK
 from zephon_chaos.launch.procs import ProcId, proc_id, stat_field
@@ -116,7 +117,7 @@ class _Server:
 
 
 @dataclass
-class StoreProcess:
+class StoreProcess(Closing):
     """A TCPStore server process on 127.0.0.1 at a port the harness holds; ``close`` ends it."""
 
     deadline_s: float = 900.0
@@ -194,12 +195,6 @@ class StoreProcess:
             self._close_pipes(server)
         self._current = self._spare = None
         self._reserve.close()
-
-    def __enter__(self) -> StoreProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ---- internals ---------------------------------------------------------------------
     def _live(self, what: str) -> _Server:

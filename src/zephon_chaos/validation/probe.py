@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from zephon_chaos.closing import Closing
 from zephon_chaos.validation.model import (
     DEAD,
     LIVE,
@@ -45,7 +46,7 @@ SCRATCH_PREFIX = "chaos_validation_"
 temp entries, and this directory outlives single tests on purpose."""
 
 
-class Endpoints:
+class Endpoints(Closing):
     """What probes point at: a live TCPStore, a refusing port, and a scratch directory.
 
     The live store is a c10d TCPStore server on an ephemeral port (c10d listens on every
@@ -94,12 +95,6 @@ class Endpoints:
         self._dead.close()
         del self._store
         shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def __enter__(self) -> Endpoints:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def build_pipeline() -> Any:

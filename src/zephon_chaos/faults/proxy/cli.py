@@ -17,11 +17,8 @@ from zephon_chaos.faults.proxy.api import TOXIPROXY_VERSION, serve
 from zephon_chaos.faults.proxy.errors import ApiError
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="zephon-chaos proxy",
-        description="Serve the Toxiproxy HTTP API (embedded server) until SIGINT or SIGTERM.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The server's options, for this entry point and ``zephon-chaos proxy`` alike."""
     parser.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8474, help="API port (default 8474)")
     parser.add_argument(
@@ -29,6 +26,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow the API and proxies to listen on non-loopback addresses",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zephon-chaos proxy",
+        description="Serve the Toxiproxy HTTP API (embedded server) until SIGINT or SIGTERM.",
+    )
+    add_arguments(parser)
     return parser
 
 

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import requests
 
+from zephon_chaos.closing import Closing
 from zephon_chaos.errors import HarnessError
 from zephon_chaos.faults.proxy.middleware import EMBEDDED_HEADER
 
@@ -141,7 +142,7 @@ class ProxyStats:
         return self.upstream if stream == "upstream" else self.downstream
 
 
-class ToxiproxyClient:
+class ToxiproxyClient(Closing):
     """A Toxiproxy API client bound to one server URL, with a timeout on every request."""
 
     def __init__(self, url: str, timeout_s: float = 5.0) -> None:
@@ -180,12 +181,6 @@ class ToxiproxyClient:
 
     def close(self) -> None:
         self._session.close()
-
-    def __enter__(self) -> ToxiproxyClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # Server.
     def version(self) -> str:

@@ -92,13 +92,7 @@ class ToxicCounters:
             self.held.append([start, end])
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "applied": self.applied,
-            "bypassed": self.bypassed,
-            "chunks": self.chunks,
-            "closes": self.closes,
-            "held": [[round(a, 6), round(b, 6)] for a, b in self.held],
-        }
+        return dict(vars(self), held=[[round(a, 6), round(b, 6)] for a, b in self.held])
 
 
 HELD_GAP_S = 0.001
