@@ -70,32 +70,10 @@ class Scanner:
         while True:
             if expect_value:
                 c = self._need()
-                if c == 0x7B:  # {
-                    self.i += 1
-                    stack.append("o")
-                    self._check_depth(c, len(stack))
-                    c = self._need()
-                    if c == 0x7D:
-                        self.i += 1
-                        stack.pop()
-                        expect_value = False
-                    else:
-                        self._object_key(c)
-                        expect_value = True
+                if c in (0x7B, 0x5B):  # { [
+                    expect_value = not self._open(stack, c)
                     if not stack and not expect_value:
                         return start, self.i
-                    continue
-                if c == 0x5B:  # [
-                    self.i += 1
-                    stack.append("a")
-                    self._check_depth(c, len(stack))
-                    c = self._need()
-                    if c == 0x5D:
-                        self.i += 1
-                        stack.pop()
-                        expect_value = False
-                        if not stack:
-                            return start, self.i
                     continue
                 self._scalar(c)
                 expect_value = False
@@ -128,6 +106,22 @@ class Scanner:
                     raise _syntax(c, "after array element")
             if not stack:
                 return start, self.i
+
+    def _open(self, stack: list[str], c: int) -> bool:
+        """Enter the object or array ``c`` opens, reading an object's first key; True when
+        it closes at once (``{}``, ``[]``)."""
+        obj = c == 0x7B
+        self.i += 1
+        stack.append("o" if obj else "a")
+        self._check_depth(c, len(stack))
+        first = self._need()
+        if first == (0x7D if obj else 0x5D):
+            self.i += 1
+            stack.pop()
+            return True
+        if obj:
+            self._object_key(first)
+        return False
 
     def _check_depth(self, c: int, depth: int) -> None:
         if depth > MAX_DEPTH:
