@@ -178,6 +178,12 @@ def run_rounds(
     ]
     for t in threads:
         t.start()
+    # As timeit does: no cyclic collection inside a measured round. The ranks are threads of
+    # one process, so one collection of their shared heap (16 pipelines, torch, Zephon) stops
+    # every rank at once, for 100-250 ms at 16 ranks: a pause of the harness that ranks in
+    # processes of their own, each with its own small heap, do not share.
+    gc.collect()
+    gc.disable()
     try:
         for index in range(rounds):
             before = METER.snapshot()
@@ -187,6 +193,7 @@ def run_rounds(
     except threading.BrokenBarrierError:
         pass
     finally:
+        gc.enable()
         start.abort()
         done.abort()
         for t in threads:
