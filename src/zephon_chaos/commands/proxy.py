@@ -6,9 +6,15 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from zephon_chaos.faults.proxy.cli import add_arguments as server_arguments
-
-    server_arguments(parser)
+    # The same options as ``faults.proxy.cli.build_parser``: written out here, because
+    # importing that module (the proxy package, 180 ms) would slow every command's start-up.
+    parser.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8474, help="API port (default 8474)")
+    parser.add_argument(
+        "--allow-non-loopback",
+        action="store_true",
+        help="allow the API and proxies to listen on non-loopback addresses",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,8 +17,11 @@ from zephon_chaos.faults.proxy.api import TOXIPROXY_VERSION, serve
 from zephon_chaos.faults.proxy.errors import ApiError
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The server's options, for this entry point and ``zephon-chaos proxy`` alike."""
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zephon-chaos proxy",
+        description="Serve the Toxiproxy HTTP API (embedded server) until SIGINT or SIGTERM.",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8474, help="API port (default 8474)")
     parser.add_argument(
@@ -26,14 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow the API and proxies to listen on non-loopback addresses",
     )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="zephon-chaos proxy",
-        description="Serve the Toxiproxy HTTP API (embedded server) until SIGINT or SIGTERM.",
-    )
-    add_arguments(parser)
     return parser
 
 
