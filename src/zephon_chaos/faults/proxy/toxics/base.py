@@ -13,7 +13,7 @@ import asyncio
 import enum
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Generic, Protocol, TypeVar
 
 from zephon_chaos.faults.proxy.gojson import Float32
@@ -92,7 +92,8 @@ class ToxicCounters:
             self.held.append([start, end])
 
     def as_json(self) -> dict[str, Any]:
-        return dict(vars(self), held=[[round(a, 6), round(b, 6)] for a, b in self.held])
+        counts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "held"}
+        return {**counts, "held": [[round(a, 6), round(b, 6)] for a, b in self.held]}
 
 
 HELD_GAP_S = 0.001
