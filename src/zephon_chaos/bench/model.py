@@ -27,9 +27,10 @@ service time to the path (its last request is served last), which is exact when 
 arrives at once (the followers are woken together) and an upper bound otherwise.
 
 CPU: a rank snapshots its lanes and encodes its shard; the leader decodes every shard,
-merges, encodes and decodes the result; each follower decodes the result. Where ranks are
-processes with their own cores the followers' CPU runs side by side (``cpu_parallel``); where
-they are threads of one Python process (the bench) it runs one after another.
+merges, encodes and decodes the result; each follower decodes the result. Each cost is a fixed
+part plus a part per lane. Where ranks are processes with their own cores the followers' CPU
+runs side by side (``Cpu.parallel``); where they are threads of one Python process (the bench)
+it runs one after another, with each request's client CPU.
 """
 
 from __future__ import annotations
@@ -56,7 +57,11 @@ REQUESTS = {"check": 1, "wait": 1, "delete": 1, "compare_set": 1, "get": 3,
 
 @dataclass(frozen=True)
 class Cpu:
-    """CPU seconds per lane of checkpoint state (``AggregationCodec``, msgpack + zstd)."""
+    """CPU seconds of a rank's checkpoint work (``AggregationCodec``, msgpack + zstd).
+
+    Each cost is a fixed part plus a part per lane: encoding one lane costs several times a
+    lane of a 16-lane state (a zstd context, the state's skeleton), so a per-lane figure
+    alone under-counts the small shards of many ranks."""
 
     snapshot_lane_s: float
     encode_lane_s: float
@@ -64,6 +69,23 @@ class Cpu:
     merge_lane_s: float
     parallel: bool = True
     """Followers' CPU side by side (ranks are processes) or one after another (threads)."""
+    snapshot_fixed_s: float = 0.0
+    """A snapshot's cost whatever its lanes."""
+    encode_fixed_s: float = 0.0
+    """One encoded value's cost whatever its lanes."""
+    decode_fixed_s: float = 0.0
+    request_s: float = 0.0
+    """Client CPU per store request. Where ranks are threads of one interpreter it holds the
+    lock they share, so the followers' requests queue behind one another with their CPU."""
+
+    def snapshot(self, lanes: float) -> float:
+        return self.snapshot_fixed_s + self.snapshot_lane_s * lanes
+
+    def encode(self, lanes: float) -> float:
+        return self.encode_fixed_s + self.encode_lane_s * lanes
+
+    def decode(self, lanes: float) -> float:
+        return self.decode_fixed_s + self.decode_lane_s * lanes
 
 
 @dataclass(frozen=True)
@@ -75,12 +97,17 @@ class Round:
     lane_bytes: float
     """Encoded bytes per lane in a shard or the result (msgpack + zstd)."""
     cpu: Cpu
+    fixed_bytes: float = 0.0
+    """Encoded bytes of a state whatever its lanes (its skeleton)."""
+
+    def own_lanes(self) -> float:
+        return self.lanes / self.world
 
     def shard_bytes(self) -> float:
-        return self.lane_bytes * self.lanes / self.world
+        return self.fixed_bytes + self.lane_bytes * self.own_lanes()
 
     def result_bytes(self) -> float:
-        return self.lane_bytes * self.lanes
+        return self.fixed_bytes + self.lane_bytes * self.lanes
 
     def chunked(self) -> bool:
         return self.result_bytes() + MANIFEST_HEADER > ONE_WRITE_LIMIT
@@ -148,13 +175,13 @@ class Estimate:
 
 
 def _cpu_phases(r: Round) -> dict[str, float]:
-    c, lanes = r.cpu, r.lanes
-    own = lanes / r.world
+    c, lanes, own = r.cpu, r.lanes, r.own_lanes()
     return {
-        "shard": (c.snapshot_lane_s + c.encode_lane_s) * own,
-        "collect": c.decode_lane_s * (lanes - own),
-        "merge": (c.merge_lane_s + c.encode_lane_s) * lanes,
-        "result": c.decode_lane_s * lanes,
+        "shard": c.snapshot(own) + c.encode(own),
+        # the leader decodes its own encoded shard and every follower's
+        "collect": c.decode(own) * r.world,
+        "merge": c.merge_lane_s * lanes + c.encode(lanes),
+        "result": c.decode(lanes),
     }
 
 
@@ -202,7 +229,7 @@ def store_round(r: Round, p: StoreParams) -> Estimate:
     """A ``torch://`` round: the leader's critical path (see the module's phases)."""
     w = r.world
     if w <= 1:  # one rank: no round, only the local snapshot
-        t = r.cpu.snapshot_lane_s * r.lanes
+        t = r.cpu.snapshot(r.lanes)
         return Estimate(t, {"snapshot": t})
     rtt, one_way, s, bw = p.rtt_s, p.one_way_s, p.service_s, p.bytes_per_s
     cpu = _cpu_phases(r)
@@ -212,7 +239,9 @@ def store_round(r: Round, p: StoreParams) -> Estimate:
     result_reads = 1 if chunks else 2  # a manifest alone in _wait_for_outcome when chunked
     # 1. join: check + get + check of the announcement, encode, one-way set + append.
     join_requests = f * (REQUESTS["check"] * 2 + REQUESTS["get"] + 2)
-    join = 4 * rtt + k * cpu["shard"] + one_way + join_requests * s + f * r.shard_bytes() / bw
+    serial_requests = 0.0 if r.cpu.parallel else r.cpu.request_s
+    join_cpu = cpu["shard"] + 7 * serial_requests  # check x 2, get (3), set, append
+    join = 4 * rtt + k * join_cpu + one_way + join_requests * s + f * r.shard_bytes() / bw
     # 2. discover: half a poll period (check + get + poll_s) late, then check + multi_get.
     period = p.poll_s + 4 * rtt
     discover = period / 2 + one_way + 3 * rtt + cpu["collect"] + f * r.shard_bytes() / bw
@@ -224,8 +253,9 @@ def store_round(r: Round, p: StoreParams) -> Estimate:
     read_trips = 2 * ROUND_TRIPS["get"] + (3 if chunks else 0) + 1
     read_requests = f * (1 + 2 * REQUESTS["get"] + (3 if chunks else 0) + 2)
     drain = read_requests * s + f * result_reads * r.result_bytes() / bw
+    read_cpu = cpu["result"] + (read_trips + 1) * serial_requests
     acks_from = read_trips * rtt + cpu["result"] + one_way
-    acks_until = acks_from + (k - 1) * cpu["result"] + drain
+    acks_until = acks_from + (k - 1) * read_cpu + drain
     start = cpu["result"] + rtt  # the leader decodes the result, deletes its own shard
     ended, ack_trips, _ = ack_polls(f, start, acks_from, acks_until, rtt, p.poll_s)
     # 5. cleanup: one delete per acknowledgement, then the previous round's result.
@@ -260,7 +290,7 @@ def dir_round(r: Round, d: DirParams) -> Estimate:
     """
     w = r.world
     if w <= 1:
-        t = r.cpu.snapshot_lane_s * r.lanes
+        t = r.cpu.snapshot(r.lanes)
         return Estimate(t, {"snapshot": t})
     f = w - 1
     # Followers waiting for the result poll exists(result) and a read of the failure notice.

@@ -41,6 +41,7 @@ class Calibration:
     lane_bytes: float
     rtt_s: dict[int, float]
     """Measured round trip per one-way latency (ms) of the bench's path."""
+    fixed_bytes: float = 0.0
 
 
 @dataclass
@@ -84,9 +85,18 @@ def lanes_for(world: int) -> int:
     return CANONICAL_REPLICAS if world <= CANONICAL_REPLICAS else world
 
 
-def calibrate(endpoint: tuple[str, int], latencies_ms: list[int], via: LatencyVia,
-              lanes: int = CANONICAL_REPLICAS, reps: int = 5) -> Calibration:
-    """CPU and bytes per lane of a one-rank pipeline, and the path's round trips."""
+@dataclass(frozen=True)
+class _StateCosts:
+    """One rank's state at one lane count: snapshot, encode, decode (s) and its bytes."""
+
+    snapshot_s: float
+    encode_s: float
+    decode_s: float
+    encoded_bytes: int
+
+
+def _state_costs(lanes: int, reps: int) -> _StateCosts:
+    """A one-rank pipeline with ``lanes`` lanes (no round: one rank never aggregates)."""
     from zephon._internal.checkpoint import AggregationCodec
 
     from zephon_chaos.workload.data import build_pipeline
@@ -102,18 +112,37 @@ def calibrate(endpoint: tuple[str, int], latencies_ms: list[int], via: LatencyVi
             next(it)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            snap = _best(pipe.checkpoint, reps)
+            snapshot = _best(pipe.checkpoint, reps)
             state = pipe.checkpoint()
-        codec = AggregationCodec()
-        encoded = codec.encode(state)
-        encode = _best(lambda: codec.encode(state), reps)
-        decode = _best(lambda: codec.decode(encoded), reps)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    cpu = Cpu(snapshot_lane_s=snap / lanes, encode_lane_s=encode / lanes,
-              decode_lane_s=decode / lanes, merge_lane_s=encode / lanes, parallel=False)
+    codec = AggregationCodec()
+    encoded = codec.encode(state)
+    return _StateCosts(snapshot, _best(lambda: codec.encode(state), reps),
+                       _best(lambda: codec.decode(encoded), reps), len(encoded))
+
+
+def _fit(small: float, big: float, lanes: int) -> tuple[float, float]:
+    """Fixed part and part per lane through a 1-lane and a ``lanes``-lane point."""
+    per_lane = max(0.0, (big - small) / (lanes - 1))
+    return max(0.0, small - per_lane), per_lane
+
+
+def calibrate(endpoint: tuple[str, int], latencies_ms: list[int], via: LatencyVia,
+              lanes: int = CANONICAL_REPLICAS, reps: int = 9) -> Calibration:
+    """CPU and bytes of one rank's state (fixed and per lane, from a 1-lane and a
+    ``lanes``-lane pipeline), client CPU per store request, and the path's round trips."""
+    one, many = _state_costs(1, reps), _state_costs(lanes, reps)
+    snapshot = _fit(one.snapshot_s, many.snapshot_s, lanes)
+    encode = _fit(one.encode_s, many.encode_s, lanes)
+    decode = _fit(one.decode_s, many.decode_s, lanes)
+    fixed_bytes, lane_bytes = _fit(one.encoded_bytes, many.encoded_bytes, lanes)
+    cpu = Cpu(snapshot_lane_s=snapshot[1], encode_lane_s=encode[1], decode_lane_s=decode[1],
+              merge_lane_s=encode[1], parallel=False, snapshot_fixed_s=snapshot[0],
+              encode_fixed_s=encode[0], decode_fixed_s=decode[0],
+              request_s=request_cpu(endpoint))
     rtts = {lat: measure_rtt(endpoint, lat, via) for lat in sorted(set(latencies_ms))}
-    return Calibration(cpu, len(encoded) / lanes, rtts)
+    return Calibration(cpu, lane_bytes, rtts, fixed_bytes)
 
 
 def _best(fn: Callable[[], Any], reps: int) -> float:
@@ -124,6 +153,22 @@ def _best(fn: Callable[[], Any], reps: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def request_cpu(endpoint: tuple[str, int], requests: int = 200) -> float:
+    """A lone client's CPU per request (Zephon's ``exists``: one TCPStore ``check``)."""
+    from zephon_chaos.bench.counting import open_counted
+
+    store = open_counted(*endpoint)
+    try:
+        for _ in range(10):
+            store.exists("zc/cpu-probe")
+        t0 = time.thread_time()
+        for _ in range(requests):
+            store.exists("zc/cpu-probe")
+        return (time.thread_time() - t0) / requests
+    finally:
+        del store
 
 
 def measure_rtt(endpoint: tuple[str, int], latency_ms: int, via: LatencyVia) -> float:
@@ -173,7 +218,8 @@ def store_params(cap: CapacityResult, cal: Calibration, latency_ms: int) -> Stor
 
 
 def bench_round(cal: Calibration, world: int) -> Round:
-    return Round(world=world, lanes=lanes_for(world), lane_bytes=cal.lane_bytes, cpu=cal.cpu)
+    return Round(world=world, lanes=lanes_for(world), lane_bytes=cal.lane_bytes, cpu=cal.cpu,
+                 fixed_bytes=cal.fixed_bytes)
 
 
 def run_validation(
@@ -185,9 +231,12 @@ def run_validation(
     """Calibrate, then measure each cell and put the model's prediction beside it."""
     config.validate()
     cal = calibrate(endpoint, config.latencies_ms, config.via)
-    log(f"  calibration: snapshot {cal.cpu.snapshot_lane_s * 1e6:.0f} us, encode "
-        f"{cal.cpu.encode_lane_s * 1e6:.0f} us, decode {cal.cpu.decode_lane_s * 1e6:.0f} us "
-        f"per lane; {cal.lane_bytes:.0f} B per lane; round trip "
+    c = cal.cpu
+    log(f"  calibration (fixed + per lane): snapshot {c.snapshot_fixed_s * 1e6:.0f} + "
+        f"{c.snapshot_lane_s * 1e6:.0f} us, encode {c.encode_fixed_s * 1e6:.0f} + "
+        f"{c.encode_lane_s * 1e6:.0f} us, decode {c.decode_fixed_s * 1e6:.0f} + "
+        f"{c.decode_lane_s * 1e6:.0f} us; {cal.fixed_bytes:.0f} + {cal.lane_bytes:.0f} B; "
+        f"{c.request_s * 1e6:.0f} us client CPU a request; round trip "
         + ", ".join(f"+{k} ms: {v * 1000:.2f} ms" for k, v in cal.rtt_s.items()))
     out: list[Comparison] = []
     for world in config.worlds:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -19,7 +20,8 @@ from zephon_chaos.bench.model import (
     with_world,
 )
 
-CPU = Cpu(snapshot_lane_s=50e-6, encode_lane_s=100e-6, decode_lane_s=30e-6, merge_lane_s=100e-6)
+CPU = Cpu(snapshot_lane_s=50e-6, encode_lane_s=100e-6, decode_lane_s=30e-6, merge_lane_s=100e-6,
+          snapshot_fixed_s=250e-6, encode_fixed_s=450e-6, decode_fixed_s=90e-6)
 NO_CPU = Cpu(0.0, 0.0, 0.0, 0.0)
 WORLDS = [2, 4, 16, 64, 256, 1024, 4096, 16384]
 
@@ -60,7 +62,7 @@ def test_a_dir_round_grows_with_ranks_and_saturates_its_filesystem(op_ms: float)
 def test_one_rank_has_no_round_only_its_snapshot() -> None:
     r = rnd(1)
     for est in (store_round(r, store(10.0)), dir_round(r, DirParams(op_s=0.01))):
-        assert est.total_s == pytest.approx(CPU.snapshot_lane_s * r.lanes)
+        assert est.total_s == pytest.approx(CPU.snapshot(r.lanes))
         assert est.requests == 0
 
 
@@ -110,3 +112,22 @@ def test_verdicts_name_the_limit_that_was_crossed() -> None:
     assert "interval" in judge(31.0, 600, 0.05).reason
     assert "aggregate_timeout_s" in judge(181.0, 6000, 0.05).reason
     assert judge(math.inf, 600, 0.05).reason == "saturated"
+
+
+def test_a_cost_has_a_fixed_part_and_a_part_per_lane() -> None:
+    """A one-lane shard costs its fixed part: many small shards cost more than one big one."""
+    assert CPU.encode(1) == pytest.approx(CPU.encode_fixed_s + CPU.encode_lane_s)
+    assert 16 * CPU.encode(1) > CPU.encode(16)
+    r = Round(world=16, lanes=16, lane_bytes=160.0, cpu=CPU, fixed_bytes=1300.0)
+    assert r.shard_bytes() == pytest.approx(1460.0)
+    assert r.result_bytes() == pytest.approx(1300.0 + 16 * 160.0)
+
+
+def test_threads_queue_their_requests_cpu_and_processes_do_not() -> None:
+    """Where ranks share one interpreter, a follower's request CPU queues behind the others'."""
+    threads = replace(CPU, parallel=False, request_s=100e-6)
+    slower = store_round(rnd(16, threads), store(0.0)).total_s
+    assert slower > store_round(rnd(16, replace(threads, request_s=0.0)), store(0.0)).total_s
+    processes = replace(threads, parallel=True)
+    assert store_round(rnd(16, processes), store(0.0)).total_s == pytest.approx(
+        store_round(rnd(16, replace(processes, request_s=0.0)), store(0.0)).total_s)
