@@ -103,11 +103,19 @@ NO_NEXT_CID = "does not have next cid in the checkpoint"
 def _restored_string_keys_with_undrawn_lane(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A launch failed on Zephon's missing-next-cid error while restoring a checkpoint whose
     keys had become strings (plain JSON persistence, or the json codec of a round over more
-    than one rank) and in which some lane had not delivered a batch (its next chunk id 0)."""
-    run = _run(outcome, problem) if _launch_failed(problem) else None
+    than one rank) and in which some lane had not delivered a batch (its next chunk id 0).
+
+    Where every rank failed so, the launch ended at its restore, before any batch: whatever
+    else its checks expected of it (a checkpoint due before a rank fault, the fault's own
+    death) is a consequence, and explained with it."""
+    run = _run(outcome, problem)
     if run is None or not run.spec.restore_from:
         return False
-    if not any(NO_NEXT_CID in (rank.error or "") for rank in run.result.ranks):
+    at_restore = [NO_NEXT_CID in (rank.error or "") for rank in run.result.ranks]
+    if _launch_failed(problem):
+        if not any(at_restore):
+            return False
+    elif not (at_restore and all(at_restore)):
         return False
     scenario = outcome.scenario
     for source in outcome.phases:

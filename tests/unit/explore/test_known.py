@@ -91,6 +91,41 @@ def test_the_same_failure_without_string_keys_or_with_every_lane_drawn_is_not_ex
     assert signature(drawn) == "launch.RuntimeError.same-size.boundary"
 
 
+def _with_rank_fault_consequences(outcome: ScenarioOutcome) -> ScenarioOutcome:
+    """``outcome`` as the torchrun tier judges it when the restored launch also carried a
+    rank fault (sigkill at shard#2 of rank 0): the fault never fired, the checkpoint due
+    before it never completed, rank 0 was not the one the fault ended."""
+    line = "phase 1: rank fault sigkill at shard#2"
+    consequences = [
+        Problem(Area.FAULT, Kind.NO_EVIDENCE, f"{line} left no evidence", rank=0),
+        Problem(Area.FAULT, Kind.LOST_CHECKPOINT, f"{line}: checkpoint 0 lost", checkpoint=0),
+        Problem(Area.FAULT, Kind.NOT_ENDED, f"{line}: rank 0 exited 1", checkpoint=0, rank=0),
+    ]
+    problems = [*outcome.problems, *(p.in_phase(1) for p in consequences)]
+    return dataclasses.replace(outcome, problems=problems)
+
+
+def test_what_a_launch_ended_at_its_restore_could_not_do_is_explained_with_it(
+    runner: InprocScenarioRunner,
+) -> None:
+    """Every rank failed restoring: the launch drew no batch, so a checkpoint due before its
+    rank fault, and the fault itself, are the defect's consequences, not a finding of their
+    own (found as \"fault.lost-checkpoint\" by an explore run of the torchrun tier). Where a
+    rank failed otherwise, they stay unexplained."""
+    outcome = _with_rank_fault_consequences(runner.run(JSON_CODEC_AT_STEP_0))
+    assert judged_ok(outcome) and signature(outcome) == KNOWN_ZERO_CID, outcome.report()
+
+    restored = outcome.phases[1]
+    ranks = list(restored.result.ranks)
+    ranks[1] = dataclasses.replace(ranks[1], error="RuntimeError: something else")
+    result = dataclasses.replace(restored.result, ranks=ranks)
+    mixed = dataclasses.replace(
+        outcome, phases=[outcome.phases[0], dataclasses.replace(restored, result=result)]
+    )
+    assert not judged_ok(mixed)
+    assert signature(mixed).startswith("fault.")
+
+
 def _with_lane_counts(outcome: ScenarioOutcome, counts: dict[int, int]) -> ScenarioOutcome:
     """``outcome`` as if its first launch's checkpoints had ``counts`` batches a lane."""
     first = outcome.phases[0]
