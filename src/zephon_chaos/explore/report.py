@@ -185,12 +185,6 @@ def _share(hit: int, total: int) -> str:
     return f"{hit}/{total} ({100 * hit / total:.0f}%)" if total else "0/0"
 
 
-def features(scenario: Scenario, outcome: ScenarioOutcome | None) -> list[str]:
-    """The cells ``scenario`` reached, as ``dimension: value`` labels."""
-    cells = sorted(cells_of(scenario, outcome), key=lambda c: (c.dim.name, c.value))
-    return [f"{c.dim.value}: {c.label()}" for c in cells]
-
-
 @dataclass
 class TierStats:
     tier: str

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.scenario import Scenario
 
-TierChoice = Literal["auto", "inproc", "torchrun"]
 TIER_CHOICES: tuple[str, ...] = ("auto", "inproc", "torchrun")
 
 
