@@ -188,7 +188,9 @@ def test_a_ranks_proxy_points_at_the_harness_store_with_store_explicit(monkeypat
 def _stalled_outcome(problem: Problem, toxic: str = "timeout") -> Any:
     fault = ProxyFault(1, toxic, {"timeout": 0}, at="shard#2")
     launch = FaultedLaunch((fault,), proxies=None, evidence=["rank 1's interposer applied"])  # type: ignore[arg-type]
-    run = SimpleNamespace(index=0, fault=launch, liveness=None, records=[], spec=None)
+    # a first launch: it restored nothing
+    spec = SimpleNamespace(restore_from=None)
+    run = SimpleNamespace(index=0, fault=launch, liveness=None, records=[], spec=spec)
     scenario = Scenario(phases=(Phase(2, 1),))
     return SimpleNamespace(phases=[run], problems=[problem], scenario=scenario)
 
