@@ -242,10 +242,6 @@ class Scenario:
         marks = sorted({astuple(cp) for cp in ph.checkpoints})
         return CheckpointAt(*marks[before - 1]) if before else None
 
-    @property
-    def max_world_size(self) -> int:
-        return max(ph.world_size for ph in self.phases)
-
     def summary(self) -> str:
         sizes = "→".join(
             f"{ph.world_size}({ph.dp}x{ph.tp})" if ph.tp > 1 else str(ph.world_size)

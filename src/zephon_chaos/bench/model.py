@@ -169,10 +169,6 @@ class Estimate:
     """KVStore calls (or ``RouterStorageBackend`` calls), as the bench's counters count them:
     a Zephon ``get`` is one call of three requests."""
 
-    @property
-    def feasible(self) -> bool:
-        return math.isfinite(self.total_s)
-
 
 def _cpu_phases(r: Round) -> dict[str, float]:
     c, lanes, own = r.cpu, r.lanes, r.own_lanes()

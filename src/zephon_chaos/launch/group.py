@@ -157,11 +157,6 @@ class TorchrunGroup:
             return self.spec.rdzv_endpoint_for(host, port)
         return host, port
 
-    @property
-    def rendezvous_store(self) -> object | None:
-        """The hosted c10d rendezvous store (path ``c10d``), for tests that inspect it."""
-        return self._store_host
-
     def start(self) -> TorchrunGroup:
         if self.agents:
             raise RuntimeError(f"group {self.spec.name!r} was already started")
