@@ -23,6 +23,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +152,9 @@ class InprocLauncher(Closing):
         ]
         timed_out = False
         stacks: dict[str, str] = {}
+        landed: list[str] = []
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), teardowns_in_finalizers(landed):
                 warnings.simplefilter("always")
                 warnings.showwarning = router.show  # type: ignore[assignment]
                 for t in threads:
@@ -179,6 +181,7 @@ class InprocLauncher(Closing):
             spec, spec_file, world, errors, tracebacks, finished_at, timed_out, stacks, started
         )
         result.torn_down_at = group.torn_down_at
+        result.notes.extend(landed)
         return result
 
     def _join(
@@ -263,6 +266,34 @@ ZEPHON_WAITS = ("zephon/_internal/coordination.py", "zephon/_internal/kvstore.py
 wait, ``KVStore.wait``): the only places the tear-down raises in a rank thread."""
 WAIT_DEPTH = 2
 """How far from the innermost frame the wait loop may be (``time.sleep`` has no frame)."""
+
+
+@contextlib.contextmanager
+def teardowns_in_finalizers(landed: list[str]) -> Iterator[None]:
+    """Note, rather than print, a teardown that a finalizer swallowed.
+
+    The teardown's exception can reach a rank thread while it runs a finalizer (an earlier
+    pipeline's ``Engine.__del__``, blocked in a store call: docs/faults.md, Findings 8), which
+    ignores it; Python then prints a traceback on stderr, as if something had crashed. Such a
+    landing goes to ``landed`` (the launch's notes) instead, since the teardown raises again
+    while the thread lives; every other ignored exception reaches the hook as before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, GroupTornDown):
+            previous(unraisable)
+            return
+        where = getattr(unraisable.object, "__qualname__", None) or repr(unraisable.object)
+        landed.append(
+            f"{threading.current_thread().name}: the group's teardown reached it in {where}, "
+            "a finalizer, which ignored it; raised again while the thread lived"
+        )
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 def _tear_down(threads: list[threading.Thread], group: RankGroup) -> None:

@@ -264,3 +264,35 @@ def test_the_tear_down_raises_only_in_a_rank_waiting_in_zephon(
     from zephon_chaos.inproc.launcher import _waiting_in_zephon
 
     assert _waiting_in_zephon(_frames(*stack)) is torn_down
+
+
+class _Finalized:
+    """An object whose finalizer raises ``exc`` (as a teardown landing in it would)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __del__(self) -> None:
+        raise self.exc
+
+
+def test_a_teardown_a_finalizer_ignored_is_noted_and_any_other_error_still_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Python prints what a finalizer ignores; the teardown's own becomes a note of the
+    launch, and every other such error still reaches the hook that was there."""
+    import sys
+
+    from zephon_chaos.inproc.group import GroupTornDown
+    from zephon_chaos.inproc.launcher import teardowns_in_finalizers
+
+    reported: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+    landed: list[str] = []
+    with teardowns_in_finalizers(landed):
+        _Finalized(GroupTornDown())
+        _Finalized(ValueError("a finalizer's own error"))
+    assert len(landed) == 1 and "_Finalized.__del__, a finalizer" in landed[0], landed
+    assert [type(e) for e in reported] == [ValueError]
+    _Finalized(GroupTornDown())  # outside a launch: reported as Python would
+    assert [type(e) for e in reported] == [ValueError, GroupTornDown]
