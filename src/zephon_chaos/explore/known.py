@@ -112,10 +112,8 @@ def _restored_string_keys_with_undrawn_lane(outcome: ScenarioOutcome, problem: P
     if run is None or not run.spec.restore_from:
         return False
     at_restore = [NO_NEXT_CID in (rank.error or "") for rank in run.result.ranks]
-    if _launch_failed(problem):
-        if not any(at_restore):
-            return False
-    elif not (at_restore and all(at_restore)):
+    ended_at_restore = bool(at_restore) and all(at_restore)
+    if not (ended_at_restore or (_launch_failed(problem) and any(at_restore))):
         return False
     scenario = outcome.scenario
     for source in outcome.phases:
