@@ -234,9 +234,10 @@ def store_round(r: Round, p: StoreParams) -> Estimate:
     chunks = math.ceil(r.result_bytes() / ONE_WRITE_LIMIT) if r.chunked() else 0
     result_reads = 1 if chunks else 2  # a manifest alone in _wait_for_outcome when chunked
     # 1. join: check + get + check of the announcement, encode, one-way set + append.
-    join_requests = f * (REQUESTS["check"] * 2 + REQUESTS["get"] + 2)
+    join_per_follower = REQUESTS["check"] * 2 + REQUESTS["get"] + 2
+    join_requests = f * join_per_follower
     serial_requests = 0.0 if r.cpu.parallel else r.cpu.request_s
-    join_cpu = cpu["shard"] + 7 * serial_requests  # check x 2, get (3), set, append
+    join_cpu = cpu["shard"] + join_per_follower * serial_requests
     join = 4 * rtt + k * join_cpu + one_way + join_requests * s + f * r.shard_bytes() / bw
     # 2. discover: half a poll period (check + get + poll_s) late, then check + multi_get.
     period = p.poll_s + 4 * rtt
