@@ -67,3 +67,12 @@ def json_lines(text: str, key: str) -> dict[Any, dict[str, Any]]:
     prefix = '{"' + key + '"'
     found = [json.loads(line) for line in text.splitlines() if line.startswith(prefix)]
     return {line[key]: line for line in found}
+
+
+def reported(text: str, key: str, expected: list[Any], script: Path) -> dict[Any, dict[str, Any]]:
+    """``json_lines(text, key)``, which must be exactly one line for each ``expected`` value:
+    otherwise the test fails, showing the end of the script's output."""
+    lines = json_lines(text, key)
+    if sorted(lines) != sorted(expected):
+        pytest.fail(f"{script.name} reported {key} {sorted(lines)}:\n{text[-3000:]}")
+    return lines

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.zephon.repro.launch import json_lines, run_script
+from tests.zephon.repro.launch import reported, run_script
 from zephon_chaos.oracles.faults import failure_bound_s
 
 SCRIPT = Path(__file__).with_name("dead_store_ack_cleanup.py")
@@ -34,10 +34,7 @@ Worlds = dict[int, dict[str, Any]]
 
 def _run(work: Path) -> Worlds:
     text = run_script(SCRIPT, work, DEADLINE_S, env={"DEAD_STORE_TIMEOUT_S": str(TIMEOUT_S)})
-    worlds = {int(g): line for g, line in json_lines(text, "world").items()}
-    if sorted(worlds) != list(WORLDS):
-        pytest.fail(f"{SCRIPT.name} reported worlds {sorted(worlds)}:\n{text[-3000:]}")
-    return worlds
+    return reported(text, "world", [*WORLDS], SCRIPT)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.zephon.repro.launch import json_lines, run_script
+from tests.zephon.repro.launch import reported, run_script
 
 SCRIPT = Path(__file__).with_name("dead_store_finalizer.py")
 TIMEOUT_S = 1.0
@@ -31,10 +31,7 @@ Cases = dict[str, dict[str, Any]]
 
 def _run(work: Path) -> Cases:
     text = run_script(SCRIPT, work, DEADLINE_S, env={"DEAD_STORE_TIMEOUT_S": str(TIMEOUT_S)})
-    cases = json_lines(text, "case")
-    if sorted(cases) != ["store alive", "store dead"]:
-        pytest.fail(f"{SCRIPT.name} reported cases {sorted(cases)}:\n{text[-3000:]}")
-    return cases
+    return reported(text, "case", ["store alive", "store dead"], SCRIPT)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.zephon.repro.launch import json_lines, run_script
+from tests.zephon.repro.launch import reported, run_script
 
 SCRIPT = Path(__file__).with_name("failed_attempt_poisons_retry.py")
 WORLD = 3
@@ -34,10 +34,8 @@ Attempts = dict[int, list[str]]
 
 def _run(work: Path) -> Attempts:
     text = run_script(SCRIPT, work, DEADLINE_S)
-    ranks = {int(r): line["attempts"] for r, line in json_lines(text, "rank").items()}
-    if sorted(ranks) != list(range(WORLD)):
-        pytest.fail(f"{SCRIPT.name} reported ranks {sorted(ranks)}:\n{text[-3000:]}")
-    return ranks
+    ranks = reported(text, "rank", [*range(WORLD)], SCRIPT)
+    return {r: line["attempts"] for r, line in ranks.items()}
 
 
 @pytest.fixture(scope="module")
