@@ -27,12 +27,14 @@ def run_script(
     *,
     nproc: int | None = None,
     env: dict[str, str] | None = None,
+    args: list[str] | None = None,
 ) -> str:
-    """Run ``script`` (under torchrun on ``nproc`` ranks, else plain python) in ``work``;
-    fail the test on its deadline, a non-zero exit or a surviving process; its output."""
+    """Run ``script`` with ``args`` (under torchrun on ``nproc`` ranks, else plain python) in
+    ``work``; fail the test on its deadline, a non-zero exit or a surviving process; its
+    output."""
     (work / "pids").mkdir(parents=True)
     registry = ProcessRegistry(tag=f"repro-{uuid.uuid4().hex[:8]}", pid_dir=work / "pids")
-    argv = [sys.executable, str(script)]
+    argv = [sys.executable, str(script), *(args or [])]
     if nproc is not None:
         argv[1:1] = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
     full_env = {**os.environ, **registry.env(), "TMPDIR": str(work), **(env or {})}
