@@ -18,6 +18,9 @@ Two runs, each under the Zephon on its path:
   own version's format, aggregated through the store) and resumes onto 2 ranks. Prints one
   JSON line per case: ``{"case", "taken_by", "resumed_by", "lanes", "mismatches"}``, where a
   mismatch names a lane whose batches after the resume differ from the taken run's.
+- ``resume-group OUT``, under torchrun: the ranks resume each checkpoint through
+  ``torch://``, torchrun's own store (the recipes' default in 0.2), checkpoint through it
+  and resume that again; rank 0 prints the same line for the group.
 """
 
 from __future__ import annotations
@@ -219,6 +222,39 @@ def resume(path: str) -> None:
             print(json.dumps(line), flush=True)
 
 
+def resume_group(path: str) -> None:
+    """Under torchrun: every rank resumes through ``torch://`` (torchrun's own store, the
+    recipes' default in 0.2), checkpoints through it, and resumes that once more."""
+    with open(path, "rb") as f:
+        saved = pickle.load(f)
+    dist.init_process_group("gloo")
+    world, rank = dist.get_world_size(), dist.get_rank()
+    for name, ckpt in saved["checkpoints"].items():
+        case = f"{name}-torchrun-{world}"
+        pipe = build(world, rank, case, aggregate_store="torch://")
+        pipe.restore(ckpt)
+        it = iter(pipe)
+        drawn = [next(it) for _ in range(RESUME_DRAWS // world)]
+        again = pipe.checkpoint()
+        pipe = build(world, rank, f"{case}-again", aggregate_store="torch://")
+        pipe.restore(again)
+        it = iter(pipe)
+        drawn += [next(it) for _ in range(RESUME_DRAWS // world)]
+        parts: list[Any] = [None] * world
+        dist.all_gather_object(parts, lanes_of(drawn))
+        if rank == 0:
+            got = merged(parts)
+            line = {
+                "case": case,
+                "taken_by": saved["version"],
+                "resumed_by": zephon.__version__,
+                "lanes": sorted(got),
+                "mismatches": mismatches(saved, name, got),
+            }
+            print(json.dumps(line), flush=True)
+    dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")  # a mid-window checkpoint warns, by design
-    {"take": take, "resume": resume}[sys.argv[1]](sys.argv[2])
+    {"take": take, "resume": resume, "resume-group": resume_group}[sys.argv[1]](sys.argv[2])

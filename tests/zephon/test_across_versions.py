@@ -3,9 +3,10 @@
 ``across_versions.py`` (torch and zephon only) runs twice: under 0.1.0 (from the folder
 ``ZEPHON_CHAOS_OLD_ZEPHON`` names, which ``scripts/old_zephon.py`` fills; tox does both) it
 takes a mid-window and a boundary checkpoint on 2 ranks through ``aggregate_dir``; under
-this environment's Zephon it resumes each on 1, 2 and 4 ranks, and through a
-``torch://`` store that checkpoints again and resumes on 2 ranks. Every lane must continue
-exactly where the checkpoint left it.
+this environment's Zephon it resumes each on 1, 2 and 4 ranks, through a ``torch://host:port``
+store that checkpoints again and resumes on 2 ranks, and in a 4-rank torchrun group through
+``torch://`` (torchrun's store) that checkpoints and resumes once more. Every lane must
+continue exactly where the checkpoint left it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from tests.zephon.repro.launch import reported, run_script
 SCRIPT = Path(__file__).with_name("across_versions.py")
 OLD_VERSION = "0.1.0"
 DEADLINE_S = 120.0
-"""3-4 s measured a run on 2 cores (importing torch, 2 aggregation rounds, 8 resumes)."""
-CASES = [
-    f"{name}-{how}"
-    for name in ("mid-window", "boundary")
-    for how in ("dir-1", "dir-2", "dir-4", "store-1-then-2")
-]
+"""Measured on 2 cores: 3-4 s a run of threads, 7-8 s the torchrun group of 4."""
+CHECKPOINTS = ("mid-window", "boundary")
+CASES = [f"{n}-{how}" for n in CHECKPOINTS for how in ("dir-1", "dir-2", "dir-4", "store-1-then-2")]
+GROUP = 4
+GROUP_CASES = [f"{n}-torchrun-{GROUP}" for n in CHECKPOINTS]
 
 
 @pytest.fixture
@@ -56,7 +56,12 @@ def test_a_checkpoint_the_previous_release_took_resumes_lane_for_lane(
     import zephon
 
     text = run_script(SCRIPT, tmp_path / "resume", DEADLINE_S, args=["resume", str(saved)])
-    for case, line in reported(text, "case", CASES, SCRIPT).items():
+    lines = reported(text, "case", CASES, SCRIPT)
+    text = run_script(
+        SCRIPT, tmp_path / "group", DEADLINE_S, nproc=GROUP, args=["resume-group", str(saved)]
+    )
+    lines |= reported(text, "case", GROUP_CASES, SCRIPT)
+    for case, line in lines.items():
         assert (line["taken_by"], line["resumed_by"]) == (OLD_VERSION, zephon.__version__), case
         assert line["lanes"] == [0, 1, 2, 3], case
         assert line["mismatches"] == [], case
