@@ -38,17 +38,34 @@ def main(argv: list[str]) -> int:
         print(f"zephon {VERSION} is in {folder}")
         return 0
     env = {k: v for k, v in os.environ.items() if k != "PIP_CONSTRAINT"}
-    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--no-deps", "--no-compile", "--upgrade", "--target", str(folder), f"zephon=={VERSION}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--no-compile",
+        "--upgrade",
+        "--target",
+        str(folder),
+        f"zephon=={VERSION}",
+    ]
     try:
         done = subprocess.run(argv, env=env, timeout=DEADLINE_S, check=False)
     except subprocess.TimeoutExpired:
-        print(f"old_zephon: pip did not install zephon {VERSION} within {DEADLINE_S:.0f} s",
-              file=sys.stderr)
+        print(
+            f"old_zephon: pip did not install zephon {VERSION} within {DEADLINE_S:.0f} s",
+            file=sys.stderr,
+        )
         return 1
     if done.returncode != 0 or installed(folder) != VERSION:
-        print(f"old_zephon: could not install zephon {VERSION} into {folder} (pip exited "
-              f"{done.returncode}); the across-versions test needs it", file=sys.stderr)
+        print(
+            f"old_zephon: could not install zephon {VERSION} into {folder} (pip exited "
+            f"{done.returncode}); the across-versions test needs it",
+            file=sys.stderr,
+        )
         return 1
     print(f"zephon {VERSION} installed in {folder}")
     return 0
