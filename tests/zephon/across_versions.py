@@ -195,6 +195,18 @@ def mismatches(saved: dict[str, Any], name: str, got: Lanes) -> list[str]:
     return out
 
 
+def report(case: str, saved: dict[str, Any], name: str, got: Lanes) -> None:
+    """Print the case's line: who took and who resumed checkpoint ``name``, and its mismatches."""
+    line = {
+        "case": case,
+        "taken_by": saved["version"],
+        "resumed_by": zephon.__version__,
+        "lanes": sorted(got),
+        "mismatches": mismatches(saved, name, got),
+    }
+    print(json.dumps(line), flush=True)
+
+
 def resumed(ckpt: dict[str, Any], case: str, how: str, uri: str) -> Lanes:
     """The lanes ``how`` resumes ``ckpt`` to: ``dir-W`` on W ranks, or ``store-1-then-2``."""
     if how == "store-1-then-2":
@@ -212,14 +224,7 @@ def resume(path: str) -> None:
         for how in ("dir-1", "dir-2", "dir-4", "store-1-then-2"):
             case = f"{name}-{how}"
             got = resumed(ckpt, case, how, uri)
-            line = {
-                "case": case,
-                "taken_by": saved["version"],
-                "resumed_by": zephon.__version__,
-                "lanes": sorted(got),
-                "mismatches": mismatches(saved, name, got),
-            }
-            print(json.dumps(line), flush=True)
+            report(case, saved, name, got)
 
 
 def resume_group(path: str) -> None:
@@ -244,14 +249,7 @@ def resume_group(path: str) -> None:
         dist.all_gather_object(parts, lanes_of(drawn))
         if rank == 0:
             got = merged(parts)
-            line = {
-                "case": case,
-                "taken_by": saved["version"],
-                "resumed_by": zephon.__version__,
-                "lanes": sorted(got),
-                "mismatches": mismatches(saved, name, got),
-            }
-            print(json.dumps(line), flush=True)
+            report(case, saved, name, got)
     dist.destroy_process_group()
 
 
