@@ -126,8 +126,8 @@ def kill_child_and_drain(it: Iterator[Any], counts: dict[int, int]) -> str:
         while True:
             lane, _ = lane_and_ids(next(it))
             counts[lane] = counts.get(lane, 0) + 1
-    except RuntimeError as exc:
-        return str(exc)
+    except Exception as exc:  # whatever the dead child makes next() raise is the outcome
+        return f"{type(exc).__name__}: {exc}"
 
 
 def checkpoint(pipe: Any) -> tuple[dict[str, Any] | None, str | None]:
