@@ -35,8 +35,15 @@ def run_script(
     (work / "pids").mkdir(parents=True)
     registry = ProcessRegistry(tag=f"repro-{uuid.uuid4().hex[:8]}", pid_dir=work / "pids")
     argv = [sys.executable, str(script), *(args or [])]
+    logs = work / "rank-logs"
     if nproc is not None:
-        argv[1:1] = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+        # Each rank's stderr is also kept in its own file (``--tee 2``; stdout, where the
+        # scripts print their JSON lines, stays as it is), so that a failure shows every
+        # rank's traceback whole rather than the end of the interleaved output.
+        argv[1:1] = [
+            *("-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)),
+            *("--log-dir", str(logs), "--tee", "2"),
+        ]
     full_env = {**os.environ, **registry.env(), "TMPDIR": str(work), **(env or {})}
     proc = subprocess.Popen(
         argv,
@@ -53,6 +60,7 @@ def run_script(
         out, _ = proc.communicate()
         pytest.fail(
             f"{script.name} passed its {deadline_s:.0f} s deadline:\n{out.decode()[-3000:]}"
+            f"{rank_errors(logs)}"
         )
     finally:
         survivors = registry.kill_all()
@@ -60,8 +68,19 @@ def run_script(
         pytest.fail(f"processes of {script.name} survived: {survivors}")
     text = out.decode(errors="replace")
     if proc.returncode != 0:
-        pytest.fail(f"{script.name} exited {proc.returncode}:\n{text[-3000:]}")
+        pytest.fail(f"{script.name} exited {proc.returncode}:\n{text[-3000:]}{rank_errors(logs)}")
     return text
+
+
+def rank_errors(logs: Path, tail: int = 4000) -> str:
+    """The end of every rank's stderr file that torchrun kept under ``logs``, each under a
+    heading naming it ("" when there are none: a plain-python script, or no rank started)."""
+    parts = []
+    for path in sorted(logs.glob("*/attempt_*/*/stderr.log")):
+        err = path.read_text(errors="replace").strip()
+        if err:
+            parts.append(f"\n--- {path.relative_to(logs)} ---\n{err[-tail:]}")
+    return "".join(parts)
 
 
 def json_lines(text: str, key: str) -> dict[Any, dict[str, Any]]:

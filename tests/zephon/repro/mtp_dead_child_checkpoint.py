@@ -104,18 +104,22 @@ def resumes_at(c: int, reference: dict[int, list[Any]], ckpt: dict[str, Any]) ->
     }
 
 
+def read_proc(path: str) -> bytes:
+    """A /proc file's bytes; b"" when its thread or process ended after it was listed (the
+    pipeline's threads and children come and go while this looks)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
+
+
 def mtp_children() -> list[int]:
     me = os.getpid()
     found: list[int] = []
     for task in os.listdir(f"/proc/{me}/task"):
-        with open(f"/proc/{me}/task/{task}/children") as f:
-            found += [int(pid) for pid in f.read().split()]
-    out = []
-    for pid in found:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            if b"spawn_main" in f.read():
-                out.append(pid)
-    return out
+        found += [int(pid) for pid in read_proc(f"/proc/{me}/task/{task}/children").split()]
+    return [pid for pid in found if b"spawn_main" in read_proc(f"/proc/{pid}/cmdline")]
 
 
 def kill_child_and_drain(it: Iterator[Any], counts: dict[int, int]) -> str:

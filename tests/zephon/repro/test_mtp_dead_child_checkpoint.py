@@ -17,11 +17,6 @@ import pytest
 
 from tests.zephon.repro.launch import reported, run_script
 
-pytestmark = pytest.mark.slow
-"""Slow, out of ``tox -e cpu``: in one fresh-clone CI run under 2 xdist workers, rank 1 of the
-script exited 1 before reporting (its traceback cut off); run alone it passed every time. Back
-in the default run once that failure is understood."""
-
 SCRIPT = Path(__file__).with_name("mtp_dead_child_checkpoint.py")
 DEADLINE_S = 240.0
 """50 s measured a run on 2 cores: a dead child is noticed at the MTP iterator's 5 s poll."""
