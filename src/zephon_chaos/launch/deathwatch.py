@@ -3,9 +3,13 @@
 torchelastic stamps failures in whole seconds, and a rank killed by a signal (the OOM killer's
 SIGKILL, say) leaves no exit note of its own, so a peer that then fails on the closed
 connection may look first. The harness is no parent of the workers, but a pidfd (Linux 5.3+)
-of any process becomes readable the moment that process exits: one thread per launch holds a
-pidfd for every process the launch records and stamps each death on ``CLOCK_MONOTONIC``, the
-clock of the exit notes. A process already dead when first seen gets no stamp, never a late one.
+of any process becomes readable the moment that process exits. Per launch, a small process
+of the standard library only (``_deathstamp/stamper.py``) waits on a pidfd for every process
+the launch records and stamps each death on ``CLOCK_MONOTONIC``, the clock of the exit notes.
+In a process of its own it reads the clock as soon as the kernel wakes it: a thread of the
+harness first waits for the harness's interpreter lock, and its stamps came 5-45 ms late on a
+loaded machine, as late as a peer's reaction to the death (``benchmarks/death_stamp.py``).
+A process already dead when first seen gets no stamp, never a late one.
 """
 
 from __future__ import annotations
@@ -13,15 +17,16 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import subprocess
+import sys
 import threading
-import time
 from pathlib import Path
 
-from zephon_chaos.launch.procs import ProcId, recorded_procs, start_ticks
+from zephon_chaos.launch.procs import ProcId
 
-SCAN_INTERVAL_S = 0.02
-"""How often new PID records are looked for: a process recorded less than this before it
-dies may go unstamped (then the exit notes and torchelastic decide, as before)."""
+STAMPER = Path(__file__).with_name("_deathstamp") / "stamper.py"
+STOP_S = 10.0
+"""How long the stamper may take to end after its input closed, before it is killed."""
 
 
 class DeathWatch:
@@ -32,19 +37,26 @@ class DeathWatch:
         self._moments: dict[ProcId, float] = {}
         self._watched: set[ProcId] = set()
         self._changed = threading.Condition()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
 
     @staticmethod
     def available() -> bool:
-        return hasattr(os, "pidfd_open") and hasattr(select, "poll")
+        return hasattr(os, "pidfd_open") and hasattr(select, "epoll")
 
     def start(self) -> DeathWatch:
-        if self._thread is None and self.available():
-            self._thread = threading.Thread(
-                target=self._run, name=f"zc-deathwatch-{self.pid_dir.parent.name}", daemon=True
+        if self._proc is None and self.available():
+            # -I: no PYTHONPATH, so no spawn hook records the stamper as one of the launch's.
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", str(STAMPER), str(self.pid_dir)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
             )
-            self._thread.start()
+            self._reader = threading.Thread(
+                target=self._read, name=f"zc-deathwatch-{self.pid_dir.parent.name}", daemon=True
+            )
+            self._reader.start()
         return self
 
     def wait_watching(self, proc: ProcId, timeout_s: float) -> bool:
@@ -54,46 +66,27 @@ class DeathWatch:
 
     def stop(self) -> dict[ProcId, float]:
         """End the watch (idempotent) and return the deaths it saw."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            assert proc.stdin is not None and self._reader is not None
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=STOP_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            self._reader.join()
         return dict(self._moments)
 
-    def _run(self) -> None:
-        poller = select.poll()
-        watching: dict[int, ProcId] = {}
-        seen: set[ProcId] = set()
-        try:
-            while not self._stop.is_set():
-                for proc in recorded_procs(self.pid_dir) - seen:
-                    seen.add(proc)
-                    fd = _pidfd_of_living(proc)
-                    if fd is not None:
-                        watching[fd] = proc
-                        poller.register(fd, select.POLLIN)
-                        with self._changed:
-                            self._watched.add(proc)
-                            self._changed.notify_all()
-                for fd, _ in poller.poll(SCAN_INTERVAL_S * 1000):
-                    self._moments[watching[fd]] = time.monotonic()
-                    poller.unregister(fd)
-                    del watching[fd]
-                    os.close(fd)
-        finally:
-            for fd in watching:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-
-
-def _pidfd_of_living(proc: ProcId) -> int | None:
-    """A pidfd of ``proc`` if it is this very process and still alive, else None."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except OSError:
-        return None
-    check = select.poll()
-    check.register(fd, select.POLLIN)
-    if start_ticks(proc.pid) != proc.ticks or check.poll(0):
-        os.close(fd)  # a recycled PID, or dead already: its moment is unknown
-        return None
-    return fd
+    def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        with self._proc.stdout as lines:
+            for line in lines:
+                kind, pid, ticks, *moment = line.split()
+                proc = ProcId(int(pid), int(ticks))
+                if kind == "d":
+                    self._moments[proc] = float(moment[0])
+                with self._changed:
+                    self._watched.add(proc)
+                    self._changed.notify_all()

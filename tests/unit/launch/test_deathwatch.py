@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from zephon_chaos.launch.deathwatch import DeathWatch
@@ -75,3 +76,15 @@ def test_the_dead_and_the_recycled_get_no_stamp(
     assert dead not in moments and recycled not in moments
     assert honest in moments
     assert not watch.wait_watching(recycled, timeout_s=0)
+
+
+def test_the_stamper_process_ends_with_the_watch(tmp_path: Path) -> None:
+    """The watch's own process is the harness's: none outlives ``stop()``."""
+    me = psutil.Process()
+    before = {c.pid for c in me.children()}
+    watch = DeathWatch(tmp_path).start()
+    started = {c.pid for c in me.children()} - before
+    watch.stop()
+    assert len(started) == 1
+    assert not (started & {c.pid for c in me.children()}), "the stamper outlived stop()"
+    assert watch.stop() == {}, "a second stop() is a no-op"

@@ -263,6 +263,7 @@ def test_closing_a_warm_server_kills_everything_it_forked(
         survivors = server.close()
     assert survivors == [] and server_survivors(server) == []
     assert group.registry.survivors() == []
+    assert group.kill() == [], "the group's own processes (its death watch) end with it"
     assert server.proc is not None and server.proc.poll() is not None
 
 
