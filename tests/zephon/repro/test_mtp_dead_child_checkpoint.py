@@ -22,7 +22,15 @@ DEADLINE_S = 240.0
 """50 s measured a run on 2 cores: a dead child is noticed at the MTP iterator's 5 s poll."""
 DEAD = ("group-dead-child", "one-rank-dead-child", "one-rank-dead-child-after-a-checkpoint")
 CONTROLS = ("one-rank-live-child", "one-rank-break")
-DIED = "MTP subprocess exited unexpectedly"
+DIED = (
+    "RuntimeError: MTP subprocess exited unexpectedly",
+    "BrokenPipeError: ",
+    "ConnectionResetError: ",
+    "EOFError",
+)
+"""What the iteration raises once the child is dead: Zephon's own error at the iterator's poll,
+or, when the parent writes to or reads from the child's pipe first, the OS's (a
+``BrokenPipeError`` was seen in a loaded CI run)."""
 
 Cases = dict[str, dict[str, Any]]
 
@@ -47,7 +55,7 @@ def test_the_checkpoint_resumes_where_the_trainer_was_while_the_child_lives(case
         assert case["iteration_error"] is None and case["checkpoint_error"] is None, case
         assert case["resumes_at"] == case["consumed"], case
     for name in DEAD:
-        assert DIED in (cases[name]["iteration_error"] or ""), cases[name]
+        assert (cases[name]["iteration_error"] or "").startswith(DIED), cases[name]
         assert all(n > 0 for n in cases[name]["consumed"].values()), cases[name]
 
 
