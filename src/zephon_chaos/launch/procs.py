@@ -17,7 +17,11 @@ from pathlib import Path
 
 import psutil
 
-# The folders the spawn hook writes its notes in: the hook's own names, not copies.
+# The stamper's parsing of /proc and of the records (it may import only the standard
+# library), and the folders the spawn hook writes its notes in: their own names, not copies.
+from zephon_chaos.launch._deathstamp.stamper import recorded
+from zephon_chaos.launch._deathstamp.stamper import start_ticks as start_ticks
+from zephon_chaos.launch._deathstamp.stamper import stat_field as stat_field
 from zephon_chaos.launch._spawnhook.sitecustomize import EXITS_SUBDIR, RAISED_SUBDIR
 
 TAG_VAR = "ZEPHON_CHAOS_GROUP"
@@ -28,13 +32,7 @@ SPAWNHOOK_DIR = str(Path(__file__).with_name("_spawnhook"))
 def recorded_procs(folder: Path) -> set[ProcId]:
     """The processes named by ``<pid>-<start ticks>`` entries of ``folder`` (the spawn
     hook's records and notes); other entries are passed over."""
-    found: set[ProcId] = set()
-    with contextlib.suppress(OSError):
-        for name in os.listdir(folder):
-            pid, _, ticks = name.partition("-")
-            if pid.isdigit() and ticks.isdigit():
-                found.add(ProcId(int(pid), int(ticks)))
-    return found
+    return {ProcId(pid, ticks) for pid, ticks in recorded(folder)}
 
 
 def read_notes(pid_dir: Path, subdir: str) -> dict[ProcId, str]:
@@ -87,22 +85,6 @@ class ProcId:
             return " ".join(psutil.Process(self.pid).cmdline())
         except psutil.Error:
             return "?"
-
-
-def stat_field(pid: int, index: int) -> str | None:
-    """Field ``index`` of ``/proc/<pid>/stat`` counted after the command name (0: the state
-    letter, 1: the parent's PID, 19: the start time in ticks), or None if ``pid`` is gone.
-    Split after the last ``)``: the command name may hold spaces and parentheses."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[index].decode()
-    except (OSError, IndexError):
-        return None
-
-
-def start_ticks(pid: int) -> int | None:
-    ticks = stat_field(pid, 19)
-    return int(ticks) if ticks is not None and ticks.isdigit() else None
 
 
 def proc_id(pid: int) -> ProcId | None:

@@ -11,6 +11,9 @@ Protocol, one line each on stdout: ``w PID TICKS`` once a process is watched, ``
 MONOTONIC`` when it died. It ends when its stdin closes, after the deaths already seen.
 A record is a file ``<pid>-<start ticks>`` (the spawn hook's); a process dead or recycled when
 first seen is not watched, so it never gets a late stamp.
+
+``launch.procs`` takes its ``/proc`` parsing and its reading of the records from here, so that
+this process and the harness read them alike without this one importing the harness.
 """
 
 from __future__ import annotations
@@ -28,19 +31,25 @@ may go unstamped (then the exit notes and torchelastic decide)."""
 NICE = -10
 
 
-def start_ticks(pid: int) -> int | None:
-    """Field 22 of ``/proc/<pid>/stat`` (its start time in clock ticks), split after the last
-    ``)`` since the command name may hold spaces and parentheses; None if ``pid`` is gone."""
+def stat_field(pid: int, index: int) -> str | None:
+    """Field ``index`` of ``/proc/<pid>/stat`` counted after the command name (0: the state
+    letter, 1: the parent's PID, 19: the start time in ticks), or None if ``pid`` is gone.
+    Split after the last ``)``: the command name may hold spaces and parentheses."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            field = f.read().rsplit(b")", 1)[1].split()[19]
+            return f.read().rsplit(b")", 1)[1].split()[index].decode()
     except (OSError, IndexError):
         return None
-    return int(field) if field.isdigit() else None
 
 
-def recorded(folder: str) -> set[tuple[int, int]]:
-    """The (pid, start ticks) named by the ``<pid>-<ticks>`` entries of ``folder``."""
+def start_ticks(pid: int) -> int | None:
+    ticks = stat_field(pid, 19)
+    return int(ticks) if ticks is not None and ticks.isdigit() else None
+
+
+def recorded(folder: str | os.PathLike[str]) -> set[tuple[int, int]]:
+    """The (pid, start ticks) named by the ``<pid>-<ticks>`` entries of ``folder``; other
+    entries are passed over."""
     found: set[tuple[int, int]] = set()
     with contextlib.suppress(OSError):
         for name in os.listdir(folder):
