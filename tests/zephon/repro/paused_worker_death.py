@@ -122,7 +122,9 @@ def zephon_frames(thread: threading.Thread | None) -> list[str]:
 
 def run(case: str) -> dict[str, Any]:
     it = iter(build())
-    drawn = sum(1 for _ in (next(it) for _ in range(BEFORE)))
+    for _ in range(BEFORE):
+        next(it)
+    drawn = BEFORE
     if case == "paused":
         time.sleep(PAUSE_S)
     victims = workers()
