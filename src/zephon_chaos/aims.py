@@ -22,6 +22,7 @@ from zephon_chaos.workload.spec import (
     AT_STEP,
     COLLECTIVE_FORMATS,
     CheckpointAt,
+    ChildFault,
     RankFault,
     RankLag,
     Retry,
@@ -40,11 +41,15 @@ class AimKind(enum.Enum):
     RESTART = "torchrun restart"
     SETTING = "pipeline setting"
     LAYOUT = "DP x TP layout change"
+    CHILD = "child processes killed"
 
 
 SETTINGS = ("mtp", "process")
 """What a ``SETTING`` aim turns on: ``mtp_mode``, or ``runner: process`` (torchrun only:
 both start worker processes, drawn about one time in twenty)."""
+CHILD_POINTS = ("mid", "last")
+"""When a ``CHILD`` aim's kill fires: mid-launch (batches still to draw), or at the last step
+(the launch's last checkpoints and the pipeline's close follow at once)."""
 SETTING_LAUNCHES = 2
 """Launches an aimed setting keeps: every launch of a worker-process pipeline imports torch in
 each worker, so its scenario runs minutes; two launches still resume once."""
@@ -110,6 +115,8 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
         return scenario.with_(pipeline=setting, phases=scenario.phases[:SETTING_LAUNCHES])
     if aim.kind is AimKind.LAYOUT:
         return _relaid(scenario, aim.action, draws)
+    if aim.kind is AimKind.CHILD:
+        return _child_aimed(scenario, aim, draws)
     pipeline = replace(
         p,
         aggregation=aim.aggregation,
@@ -170,6 +177,34 @@ def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
         stall = draws.stall_s if aim.action == "sigstop" else 1.0
         return replace(cleared, store_faults=(StoreFault(aim.action, aim.point, stall),))
     return replace(cleared, sync="free", lags=(RankLag(rank, checkpoint=0),))
+
+
+def _child_aimed(s: Scenario, aim: Aim, draws: Draws) -> Scenario:
+    """Worker processes (``runner: process``) over endless data, and the first launch's rank
+    ``draws.rank`` killing them mid-launch or at its last step, with no other fault."""
+    pipeline = replace(s.pipeline, runner="process", mtp_mode=False)
+    data = replace(
+        s.data, sources=tuple(replace(src, exhausted="repeat") for src in s.data.sources)
+    )
+    ph = _accepted(s.phases[0], s.pipeline.canonical_replicas)
+    last = aim.point == CHILD_POINTS[1]
+    steps = max(1 if last else 2, ph.steps)
+    at_step = steps if last else 1 + draws.rank % (steps - 1)
+    fault = ChildFault(rank=draws.rank % ph.world_size, at_step=at_step, target=aim.action)
+    first = replace(
+        ph,
+        steps=steps,
+        rank_faults=(),
+        proxy_faults=(),
+        store_faults=(),
+        lags=(),
+        max_restarts=0,
+        retry="none",
+        sync="lockstep",
+        child_faults=(fault,),
+    )
+    phases = (first, *s.phases[1:SETTING_LAUNCHES])
+    return s.with_(pipeline=pipeline, data=data, phases=phases)
 
 
 def _relaid(s: Scenario, change: str, draws: Draws) -> Scenario:

@@ -27,6 +27,9 @@ class HarnessGap(enum.Enum):
     NO_ERROR_MESSAGE = "no-error-message"
     """The first failure exited with a status but left no message: no error file, no
     exception line on its stderr."""
+    CHILD_FAULT_MISSED = "child-fault-missed"
+    """A launch that completed has a child fault that found no worker process to kill, or
+    left no record: the launch tested nothing of what its scenario says."""
 
 
 @dataclass(frozen=True)

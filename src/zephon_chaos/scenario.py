@@ -25,6 +25,7 @@ from zephon_chaos.workload.spec import (
     RUNNERS,
     SYNCS,
     CheckpointAt,
+    ChildFault,
     DataSpec,
     PipelineSpec,
     RankFault,
@@ -75,8 +76,6 @@ class StoreFault:
     stall_s: float = 1.0
 
 
-
-
 @dataclass(frozen=True)
 class Phase:
     world_size: int
@@ -87,6 +86,9 @@ class Phase:
     proxy_faults: tuple[ProxyFault, ...] = ()
     store_faults: tuple[StoreFault, ...] = ()
     """Faults of the harness-hosted store (``StoreFault``), which outlives the launches."""
+    child_faults: tuple[ChildFault, ...] = ()
+    """Kills of a rank's pipeline child processes (``ChildFault``): the rank lives and draws
+    on, so the launch is judged as one that completes (torchrun only)."""
     max_restarts: int = 0
     """torchrun ``--max-restarts``: with a rank fault (attempt 0 only) the agent restarts
     every worker, and attempt 1 resumes the latest checkpoint attempt 0 persisted."""
@@ -253,7 +255,7 @@ class Scenario:
             for c in ph.checkpoints
         ]
         faults = sum(
-            len(ph.rank_faults) + len(ph.proxy_faults) + len(ph.store_faults)
+            len(ph.rank_faults) + len(ph.proxy_faults) + len(ph.store_faults) + len(ph.child_faults)
             for ph in self.phases
         )
         return (
@@ -262,9 +264,7 @@ class Scenario:
             f"runner {self.pipeline.runner}"
             + (" + mtp_mode" if self.pipeline.mtp_mode else "")
             + f", checkpoints [{', '.join(cps)}], {faults} fault(s)"
-            + "".join(
-                f", retry {r}" for r in sorted({ph.retry for ph in self.phases} - {"none"})
-            )
+            + "".join(f", retry {r}" for r in sorted({ph.retry for ph in self.phases} - {"none"}))
             + (", sync free" if any(ph.sync == "free" for ph in self.phases) else "")
             + (f", {lags} lag(s)" if (lags := sum(len(ph.lags) for ph in self.phases)) else "")
             + (f", plant {self.plant}" if self.plant else "")
@@ -395,6 +395,7 @@ def _phase_from(raw: Any, where: str) -> Phase:
         "proxy_faults": ProxyFault,
         "lags": RankLag,
         "store_faults": StoreFault,
+        "child_faults": ChildFault,
     }
     kwargs: dict[str, Any] = {}
     for key, cls in nested.items():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from zephon_chaos.aims import SETTINGS, Aim, AimKind
+from zephon_chaos.aims import CHILD_POINTS, SETTINGS, Aim, AimKind
 from zephon_chaos.explore.cells import (
+    CHILD_WHEN,
     Cell,
     Dim,
     LayoutChange,
@@ -46,6 +47,8 @@ def aim_at(c: Cell) -> Aim | None:
         return Aim(AimKind.LAG, retry=v[1], role=v[0])  # type: ignore[arg-type]
     if c.dim is Dim.RESTARTS and v[0] != str(RESTART_CHOICES[0]):
         return Aim(AimKind.RESTART, RESTART_ACTIONS[1], AT_STEP)
+    if c.dim is Dim.CHILD_FAULT:
+        return Aim(AimKind.CHILD, v[0], CHILD_POINTS[v[1] == CHILD_WHEN[1]])
     if c.dim is Dim.LAYOUT_CHANGE:
         return Aim(AimKind.LAYOUT, LAYOUT_AIMS[LayoutChange(v[0])])
     if c.dim is Dim.MTP and v[0] == MTP_CHOICES[1]:

@@ -53,6 +53,12 @@ class Dim(Enum):
     HOSTED_STORE_FAULT = "hosted store fault (action, round point)"
     HOSTED_STORE_OUTCOME = "hosted store fault outcome"
     RESTARTS = "torchrun --max-restarts"
+    CHILD_FAULT = "child processes killed under a live rank (target, when)"
+
+
+CHILD_WHEN: tuple[str, ...] = ("mid-launch", "at the last step")
+"""When a child fault fires: with batches still to draw, or right before the launch's last
+checkpoints and the pipeline's close (where the consumer stops drawing)."""
 
 
 class Checkpoint(Enum):
@@ -125,6 +131,7 @@ class Why(Enum):
     RETRY_NEEDS_ROUND = "a retry policy needs a failed round; a step fault ends the launch"
     HOSTED_STORE_INPROC = "the hosted store is faulted as a process of its own (torchrun tier)"
     THREADS_NO_AGENT = "torchrun's agent restarts the workers; rank threads have no agent"
+    THREADS_NO_CHILDREN = "rank threads share one process: no rank has worker processes of its own"
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,11 @@ def size_key(s: Scenario) -> tuple[int, ...]:
         max(s.canonical_replicas(i) for i in range(len(s.phases))),
         *(ph.world_size for ph in s.phases),
         sum(
-            len(ph.rank_faults) + len(ph.proxy_faults) + len(ph.store_faults) + len(ph.lags)
+            len(ph.rank_faults)
+            + len(ph.proxy_faults)
+            + len(ph.store_faults)
+            + len(ph.lags)
+            + len(ph.child_faults)
             for ph in s.phases
         ),
         sum(ph.max_restarts + ph.hosts - 1 + ph.tp - 1 for ph in s.phases),

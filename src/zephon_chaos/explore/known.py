@@ -374,6 +374,49 @@ MISSED_ROUND_POISONS_NEXT = KnownDefect(
 )
 
 
+WATCHDOG_REDISPATCH = "_handle_dead_worker"
+"""The function of Zephon's process runner in which its watchdog re-dispatches a dead
+worker's commands (``_internal/runners/process.py``)."""
+
+
+def _wedged_watchdog(outcome: ScenarioOutcome, problem: Problem) -> bool:
+    """A launch whose child fault killed workers hung, and its stacks show the watchdog
+    still re-dispatching (a frame of ``_handle_dead_worker`` under ``runners/process.py``)."""
+    from zephon_chaos.diagnostics.frames import parse_stacks
+
+    if not problem.is_(Area.LAUNCH, Kind.TIMEOUT):
+        return False
+    run = _run(outcome, problem)
+    if run is None or not run.phase.child_faults:
+        return False
+    return any(
+        frame.func.split(".")[-1] == WATCHDOG_REDISPATCH and frame.file.endswith("process.py")
+        for text in run.result.stacks.values()
+        for thread in parse_stacks(text)
+        for frame in thread.frames
+    )
+
+
+WORKER_DEATH_WEDGES_CLOSE = KnownDefect(
+    id="worker-death-wedges-close",
+    summary=(
+        "with runner='process', workers killed while the consumer does not draw (a "
+        "checkpoint, the end of the loop) can leave Zephon's watchdog blocked re-dispatching "
+        "their commands while it holds the runner's shutdown lock, so closing the pipeline "
+        "never returns and the rank cannot exit"
+    ),
+    evidence=(
+        "zephon 0.2.0 _internal/runners/process.py: _watchdog_loop handles dead workers under "
+        "`with self._shutdown_lock` (1021); _handle_dead_worker re-dispatches every pending "
+        "command of the stage for each dead worker (1113-1114) with a blocking "
+        "task_queue.put (1274-1284) into a queue bounded at queue_capacity x parallelism "
+        "(1716-1719); _shutdown_workers takes the lock with no timeout (1838). Standalone: "
+        "tests/zephon/repro/paused_worker_death.py (docs/faults.md Findings 10)"
+    ),
+    explains=_wedged_watchdog,
+)
+
+
 KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     CHECKPOINT_AFTER_RESTORE,
     MTP_WARNING_STAYS_IN_CHILD,
@@ -382,6 +425,7 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     STALLED_HOSTED_STORE,
     DEAD_STORE_ACK_CLEANUP,
     MISSED_ROUND_POISONS_NEXT,
+    WORKER_DEATH_WEDGES_CLOSE,
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 
 from zephon_chaos.explore.cells import (
+    CHILD_WHEN,
     ROLES,
     Cell,
     Checkpoint,
@@ -152,6 +153,8 @@ def _hosted_cells(scenario: Scenario, i: int) -> Iterator[Cell]:
     ph = scenario.phases[i]
     for f in ph.store_faults:
         yield cell(Dim.HOSTED_STORE_FAULT, f.action, f.at.partition("#")[0])
+    for child in ph.child_faults:
+        yield cell(Dim.CHILD_FAULT, child.target, CHILD_WHEN[child.at_step >= ph.steps])
     yield cell(Dim.RESTARTS, ph.max_restarts)
     ended = (ph.rank_faults and not ph.max_restarts) or ph.store_faults
     if ended and i < len(scenario.phases) - 1 and scenario.pipeline.aggregation == "store_explicit":

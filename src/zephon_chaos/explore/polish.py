@@ -42,12 +42,20 @@ def _swap(s: Scenario, i: int, phase: Phase) -> Scenario:
 def _clamped(ph: Phase, steps: int) -> Phase:
     cps = tuple(c for c in ph.checkpoints if (c.step, c.extra) <= (steps, 0))
     faults = tuple(f for f in ph.rank_faults if f.at_step <= steps)
-    return replace(ph, steps=steps, checkpoints=cps, rank_faults=faults)
+    children = tuple(f for f in ph.child_faults if f.at_step <= steps)
+    return replace(ph, steps=steps, checkpoints=cps, rank_faults=faults, child_faults=children)
 
 
 def _unfaulted(ph: Phase) -> Phase:
     return replace(
-        ph, rank_faults=(), proxy_faults=(), store_faults=(), lags=(), max_restarts=0, retry="none"
+        ph,
+        rank_faults=(),
+        proxy_faults=(),
+        store_faults=(),
+        lags=(),
+        child_faults=(),
+        max_restarts=0,
+        retry="none",
     )
 
 
@@ -94,6 +102,12 @@ def candidates(s: Scenario) -> Iterator[Scenario]:
         for j in range(len(ph.rank_faults)):
             faults = ph.rank_faults[:j] + ph.rank_faults[j + 1 :]
             yield _swap(s, i, replace(ph, rank_faults=faults))
+        for j, child in enumerate(ph.child_faults):
+            others = ph.child_faults[:j] + ph.child_faults[j + 1 :]
+            yield _swap(s, i, replace(ph, child_faults=others))
+            if child.at_step > 1:
+                earlier = replace(child, at_step=child.at_step - 1)
+                yield _swap(s, i, replace(ph, child_faults=(*others, earlier)))
         if 1 < ph.steps <= 100:
             yield _swap(s, i, _clamped(ph, ph.steps - 1))
     yield from _plainer(s)

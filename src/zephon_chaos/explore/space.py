@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from zephon_chaos.explore.cells import (
+    CHILD_WHEN,
     FAULT_OUTCOMES,
     ROLES,
     ROUND_POINTS,
@@ -72,7 +73,7 @@ from zephon_chaos.strategies import (
     persist_odds,
     tp_odds,
 )
-from zephon_chaos.workload.spec import AT_STEP, RETRIES, ROUND_PHASES
+from zephon_chaos.workload.spec import AT_STEP, CHILD_TARGETS, RETRIES, ROUND_PHASES
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,13 @@ def declare(
     for outcome in FAULT_OUTCOMES:
         add(cell(Dim.STORE_FAULT_OUTCOME, outcome), store)
     out += _hosted_declared(inproc, faults, max_world, max_phases)
+    for target in CHILD_TARGETS:
+        for when in CHILD_WHEN:
+            add(
+                cell(Dim.CHILD_FAULT, target, when),
+                Why.THREADS_NO_CHILDREN if inproc else None,
+                no_faults,
+            )
     for sync in SYNC_CHOICES:
         free = sync != SYNC_CHOICES[0]
         add(

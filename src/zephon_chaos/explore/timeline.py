@@ -93,12 +93,14 @@ def plot_timeline(
                         color="black",
                         markerfacecolor="white" if mid else "black",
                     )
-                for f in ph.rank_faults:
-                    if f.rank == rank:
-                        ax.plot(start + f.at_step, y, marker="X", markersize=12, color="#D62728")
+                marks = [(f.rank, f.at_step, f.action) for f in ph.rank_faults]
+                marks += [(f.rank, f.at_step, f"kill {f.target}") for f in ph.child_faults]
+                for fault_rank, at_step, what in marks:
+                    if fault_rank == rank:
+                        ax.plot(start + at_step, y, marker="X", markersize=12, color="#D62728")
                         ax.annotate(
-                            f.action,
-                            (start + f.at_step, y),
+                            what,
+                            (start + at_step, y),
                             xytext=(4, 6),
                             textcoords="offset points",
                             fontsize=7,

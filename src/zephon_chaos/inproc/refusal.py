@@ -47,6 +47,11 @@ def inproc_refusal(scenario: Scenario) -> str | None:
                     "rank thread blocked in the C++ store client on it can be ended by nothing "
                     "but the launch's deadline; run it with --tier torchrun"
                 )
+        if ph.child_faults:
+            return (
+                f"{where}.child_faults: a rank kills its own pipeline's worker processes, and "
+                "rank threads share one process; run it with --tier torchrun"
+            )
         if ph.max_restarts:
             return (
                 f"{where}.max_restarts: torchrun's agent restarts the workers, and here ranks "
@@ -71,5 +76,3 @@ def collective_refusal(where: str, fmt: str) -> str:
         f"{where}: {fmt!r} persistence saves and loads on every rank together over the process "
         "group, which rank threads do not have; run it with --tier torchrun"
     )
-
-

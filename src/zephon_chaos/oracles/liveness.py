@@ -43,7 +43,7 @@ from zephon_chaos.oracles.liveness_model import (
     Timing,
 )
 from zephon_chaos.scenario_rules import STALLING_TOXICS
-from zephon_chaos.workload.records import RankRecord
+from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RankRecord
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault
 
 STALLING_RANK_ACTIONS = frozenset({"sigstop"})
@@ -122,6 +122,9 @@ def stalls_of(
                 stalls.append(
                     Stall(rec.rank, f"{ev['action']} at step {ev['at_step']}", since=since)
                 )
+            elif ev.get("kind") == CHILD_FAULT_RECORD and ev.get("killed"):
+                what = f"{ev['target']} killed at step {ev['at_step']}"
+                stalls.append(Stall(rec.rank, what, ev.get("at"), Effect.RESPAWN))
     for rank, toxic in (start_toxics or {}).items():
         effect = _link_effect(toxic)
         if effect is not None:
@@ -189,9 +192,15 @@ def judge(
     verdict = LivenessVerdict(phase, timeout_s, bounds, stalls=list(stalls))
     stopped = [s for s in stalls if s.effect is Effect.STALL]
     cut = [s for s in stalls if s.effect is Effect.CUT]
+    respawning = [s for s in stalls if s.effect is Effect.RESPAWN]
     for rec in records:
         for t in timings_of(rec):
-            if any(s.covers(t) for s in stopped) or (worker_processes and t.first):
+            waits_for_workers = t.step is Step.FETCH and any(s.covers(t) for s in respawning)
+            if (
+                any(s.covers(t) for s in stopped)
+                or (worker_processes and t.first)
+                or waits_for_workers
+            ):
                 verdict.excluded.append(t)
             else:
                 verdict.timings.append(t)
@@ -257,9 +266,7 @@ def propagations(
         first = min(failed, key=lambda t: t.ended_at)
         # From the failure, or from the rank's own call if it came later: a rank learns of
         # nothing before it calls, and a leader that calls late waits its own budget then.
-        others = [
-            t for t in calls if t.rank != first.rank and not any(s.covers(t) for s in cut)
-        ]
+        others = [t for t in calls if t.rank != first.rank and not any(s.covers(t) for s in cut)]
         since = {t.rank: max(first.ended_at, t.started_at) for t in others}
         lags = {t.rank: t.ended_at - since[t.rank] for t in others}
         out.append(Propagation(index, attempt, first.rank, first.ended_at, lags, since))

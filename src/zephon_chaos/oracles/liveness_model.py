@@ -28,6 +28,9 @@ class Effect(str, Enum):
     """Stopped on purpose: its calls from then on are not judged at all."""
     CUT = "cut"
     """Cut off from the store: its calls are not propagation measurements."""
+    RESPAWN = "respawn"
+    """Its pipeline's workers were killed: its batches from then on wait for replacements,
+    which no timeout of Zephon's bounds, so its fetches are not judged (its checkpoints are)."""
 
 
 class LivenessKind(str, Enum):

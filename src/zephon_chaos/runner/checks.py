@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zephon_chaos.harness_problem import HarnessProblem, undescribed_failure
+from zephon_chaos.harness_problem import HarnessGap, HarnessProblem, undescribed_failure
 from zephon_chaos.launch import GroupResult
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner.outcome import PhaseRun
 from zephon_chaos.scenario import Phase
+from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD
 
 
 def failed_launch(area: Area, result: GroupResult, phase: int | None = None) -> Problem:
@@ -53,6 +54,39 @@ def expected_failure_problems(
         )
         return [Problem(Area.REFUSAL, Kind.WRONG_ERROR, text, phase=index, rank=first.rank)], []
     return [], []
+
+
+def child_fault_gaps(run: PhaseRun) -> list[HarnessProblem]:
+    """Each child fault of a completed launch must have fired and killed a worker: else the
+    harness did not do what the scenario says, which judges nothing of Zephon."""
+    if not run.result.ok:
+        return []
+    fired = {
+        (rec.rank, ev.get("at_step")): ev.get("killed") or []
+        for rec in run.records
+        for ev in rec.events
+        if ev.get("kind") == CHILD_FAULT_RECORD
+    }
+    alive = {
+        rec.rank: set(ev.get("pids") or ())
+        for rec in run.records
+        for ev in rec.events
+        if ev.get("kind") == WORKERS_RECORD
+    }
+    gaps = []
+    for f in run.phase.child_faults:
+        killed = fired.get((f.rank, f.at_step))
+        if not killed:
+            what = "left no record" if killed is None else "found no worker process to kill"
+        elif f.at_step < run.phase.steps and not alive.get(f.rank, set()) - set(killed):
+            # Drawn on long enough (``CHILD_TAIL_STEPS``), the rank needs replacements.
+            what = "was never answered by a replacement worker: the batches drawn after it "
+            what += "came from buffers, so the launch tested nothing of the respawn"
+        else:
+            continue
+        detail = f"phase {run.index}: the child fault {f} {what}"
+        gaps.append(HarnessProblem(HarnessGap.CHILD_FAULT_MISSED, detail))
+    return gaps
 
 
 def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) -> list[Problem]:

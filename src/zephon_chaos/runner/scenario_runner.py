@@ -22,7 +22,7 @@ from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
 from zephon_chaos.problem import Area
-from zephon_chaos.runner.checks import failed_launch
+from zephon_chaos.runner.checks import child_fault_gaps, failed_launch
 from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.resume import Resume, restarted_attempt
@@ -64,6 +64,7 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
         out_dir=str(out_dir),
         data_dir=str(data_dir),
         faults=tuple(f for f in phase.rank_faults if not f.at_round),
+        child_faults=phase.child_faults,
         retry=phase.retry,
         sync=phase.sync,
         tp=phase.tp,
@@ -216,9 +217,7 @@ class ScenarioRunner:
                 if phase.max_restarts and phase.rank_faults:
                     # torchrun restarted the workers: attempt 0 up to the checkpoint attempt 1
                     # resumed is kept, and attempt 1 is judged as the launch from here on.
-                    out, spec, track = restarted_attempt(
-                        scenario, i, spec, result, track, outcome
-                    )
+                    out, spec, track = restarted_attempt(scenario, i, spec, result, track, outcome)
                     phase = replace(phase, rank_faults=())
                 records = track.cumulative(read_phase(out, phase.world_size))
                 outcome.problems += [p.in_phase(i) for p in dp_oracle.problems(records, phase.tp)]
@@ -237,7 +236,7 @@ class ScenarioRunner:
                     scenario, run, LaunchFaults(stored, faulted, proxy_faults, rounds)
                 )
                 outcome.problems += judged.problems
-                outcome.harness_problems += judged.harness_problems
+                outcome.harness_problems += judged.harness_problems + child_fault_gaps(run)
                 if judged.fate is Fate.REFUSED:
                     continue
                 track, fact = track.resumed(i, phase.world_size, phase.tp)

@@ -7,6 +7,7 @@ from dataclasses import astuple
 from typing import TYPE_CHECKING
 
 from zephon_chaos.workload.spec import (
+    CHILD_TARGETS,
     COLLECTIVE_FORMATS,
     ROUND_PHASES,
     RankFault,
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 from zephon_chaos.scenario_rules.hosted import store_fault_violations
 from zephon_chaos.scenario_rules.predicates import (
     CHANGED_C_ERROR,
+    CHILD_TAIL_ROWS,
     LEADER_POINTS,
     RANK_POINT_ACTIONS,
     REFUSAL_ERROR,
@@ -26,6 +28,7 @@ from zephon_chaos.scenario_rules.predicates import (
     Refusal,
     Violation,
     cannot_run_dry,
+    child_tail_steps,
     clash,
     is_finite,
     lag_fits,
@@ -81,6 +84,7 @@ def _launch_violations(s: Scenario, i: int) -> Iterator[Violation]:
     yield from _rank_fault_violations(s, i)
     yield from _link_fault_violations(s, i)
     yield from _sync_violations(s, i)
+    yield from _child_fault_violations(s, i)
 
 
 def _layout_violations(s: Scenario, i: int) -> Iterator[Violation]:
@@ -121,7 +125,7 @@ def _refused_violations(
             f"{where}.expect_error",
             f"a refused launch names the error it expects (Zephon's is {why.value!r})",
         )
-    for name in ("checkpoints", "rank_faults", "proxy_faults", "lags"):
+    for name in ("checkpoints", "rank_faults", "proxy_faults", "lags", "child_faults"):
         if getattr(ph, name):
             yield Violation(f"{where}.{name}", "a refused launch runs nothing, so has none")
     if ph.retry != "none":
@@ -277,8 +281,6 @@ def _fault_violations(f: ProxyFault, where: str, ph: Phase) -> Iterator[Violatio
         )
 
 
-
-
 def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
     """``sync: free`` needs two ranks; a lag needs ``free``, a checkpoint, no other fault."""
     ph, where = s.phases[i], f"phases[{i}]"
@@ -313,4 +315,57 @@ def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
                 f"{where}.lags[{j}]",
                 f"must name two different ranks of the launch's {ph.world_size} and one of its "
                 f"{len(ph.checkpoints)} checkpoint(s) (0-based)",
+            )
+
+
+def _child_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
+    """A child fault needs worker processes to kill, endless data (a rank whose data ran out
+    never reaches it), ranks in lockstep, and no other fault in its launch."""
+    ph, where = s.phases[i], f"phases[{i}]"
+    if not ph.child_faults:
+        return
+    if s.pipeline.runner != "process" or s.pipeline.mtp_mode:
+        yield Violation(
+            f"{where}.child_faults",
+            "only runner 'process' without mtp_mode gives a rank worker processes of its own "
+            "to kill (under mtp_mode they are the MTP child's)",
+        )
+    if is_finite(s.data):
+        yield Violation(
+            f"{where}.child_faults",
+            "over finite data a rank whose data ran out never reaches its fault; "
+            "use endless sources (exhausted: repeat) or drop the fault",
+        )
+    if ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags:
+        yield Violation(
+            f"{where}.child_faults",
+            "a launch with a child fault has no other fault (one cause, one verdict)",
+        )
+    if ph.sync != "lockstep":
+        yield Violation(
+            f"{where}.sync",
+            "a child fault needs sync 'lockstep': a rank waiting for its replacement workers "
+            "arrives late, which under 'free' fails the round by design",
+        )
+    for j, f in enumerate(ph.child_faults):
+        if f.target not in CHILD_TARGETS:
+            yield Violation(f"{where}.child_faults[{j}].target", f"must be one of {CHILD_TARGETS}")
+        if not 0 <= f.rank < ph.world_size:
+            yield Violation(
+                f"{where}.child_faults[{j}].rank",
+                f"must name a rank of the launch's {ph.world_size}",
+            )
+        if not 1 <= f.at_step <= ph.steps:
+            yield Violation(
+                f"{where}.child_faults[{j}].at_step",
+                f"must lie within steps 1..{ph.steps}: Zephon starts the workers at the first "
+                "batch, so at step 0 there is nothing to kill",
+            )
+        elif f.at_step < ph.steps < f.at_step + (tail := child_tail_steps(s, i, f.rank)):
+            yield Violation(
+                f"{where}.steps",
+                f"a launch draws {CHILD_TAIL_ROWS} rows or more on the rank after a mid-launch "
+                f"child fault ({tail} steps here: say {f.at_step + tail}), more than Zephon's "
+                "buffers hold, so that the rank needs replacement workers; or kill at the last "
+                "step",
             )

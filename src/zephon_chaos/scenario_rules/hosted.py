@@ -90,8 +90,9 @@ def store_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
         point = round_point(f.at)
         if point is None or point[0] == "start":
             yield Violation(
-                f"{at}.at", f"{f.at!r} is not a round point ({', '.join(ROUND_PHASES)}) with an "
-                "optional '#n' (n >= 1)"
+                f"{at}.at",
+                f"{f.at!r} is not a round point ({', '.join(ROUND_PHASES)}) with an "
+                "optional '#n' (n >= 1)",
             )
         elif point[1] > len(ph.checkpoints):
             yield Violation(
@@ -160,9 +161,7 @@ def normalised_store_faults(s: Scenario, i: int, ph: Phase) -> Phase:
     at_step = not any(getattr(f, "at_round", False) for f in ph.rank_faults)
     restarts = max(0, ph.max_restarts) if ph.rank_faults and at_step and ph.hosts == 1 else 0
     if restarts:
-        faults = tuple(
-            replace(f, restart=0) for f in ph.rank_faults if f.action in RESTART_ACTIONS
-        )
+        faults = tuple(replace(f, restart=0) for f in ph.rank_faults if f.action in RESTART_ACTIONS)
         restarts = restarts if faults else 0
         ph = replace(ph, rank_faults=faults or ph.rank_faults, max_restarts=restarts)
         if restarts:

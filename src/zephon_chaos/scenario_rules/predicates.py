@@ -69,6 +69,13 @@ CHANGED_C_ERROR = "canonical_replicas changed"
 
 RUN_DRY_STEPS = 10_000
 """Steps of a last launch over finite data: more than any generated dataset holds."""
+CHILD_TAIL_ROWS = 4096
+"""Rows a rank draws after a mid-launch child fault: several times what the pipeline's
+buffers hold (``runner: process``, 2 workers; one process alone, the first batch that waited
+for a replacement came after 765 batches of 1 row, 253 of 2 and 189 of 4; a torchrun rank of
+two drew 256 batches of 4 rows with none), so that the rank needs the workers Zephon starts
+in place of the killed ones. A launch that never needed one is a harness problem
+(``runner.checks.child_fault_gaps``), never a silent pass."""
 
 
 LEADER_POINTS = ("announce", "outcome")
@@ -160,6 +167,15 @@ def lanes_per_rank(
         max(1, len(lanes_of(r, world_size, canonical_replicas, mapping, tp)))
         for r in range(world_size)
     ]
+
+
+def child_tail_steps(s: Scenario, i: int, rank: int) -> int:
+    """Steps launch ``i`` draws after a mid-launch child fault on ``rank``, so that the rank
+    draws ``CHILD_TAIL_ROWS`` rows (it draws one batch a lane each step)."""
+    ph = s.phases[i]
+    per = lanes_per_rank(ph.world_size, s.canonical_replicas(i), s.pipeline.mapping, ph.tp)
+    lanes = per[rank] if 0 <= rank < len(per) else 1
+    return -(-CHILD_TAIL_ROWS // (s.data.microbatch * lanes))
 
 
 def laid_out_tp(world_size: int, tp: int, canonical_replicas: int) -> int:

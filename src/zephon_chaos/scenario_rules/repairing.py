@@ -22,6 +22,7 @@ from zephon_chaos.scenario_rules.predicates import (
     RANK_POINT_ACTIONS,
     ROUND_ONLY_ACTIONS,
     RUN_DRY_STEPS,
+    child_tail_steps,
     collective,
     is_finite,
     lag_fits,
@@ -47,8 +48,40 @@ def normalised(s: Scenario) -> Scenario:
     done: list[Phase] = []
     for i in range(len(s.phases)):
         here = s.with_(phases=(*done, *s.phases[i:]))
-        done.append(normalised_store_faults(here, i, _normalised_launch(here, i)))
+        launch = normalised_store_faults(here, i, _normalised_launch(here, i))
+        done.append(_with_children(here, i, launch))
     return s.with_(phases=tuple(done))
+
+
+def _with_children(s: Scenario, i: int, ph: Phase) -> Phase:
+    """``ph`` with its child faults kept only where the rules allow them (worker processes,
+    endless data, no other fault), each on a rank of the launch and a step that has a batch."""
+    p = s.pipeline
+    alone = not (ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags)
+    if (
+        not ph.child_faults
+        or ph.expect_failure
+        or ph.steps < 1
+        or p.runner != "process"
+        or p.mtp_mode
+        or is_finite(s.data)
+        or not alone
+    ):
+        return replace(ph, child_faults=())
+    kept = tuple(
+        replace(f, rank=f.rank % ph.world_size, at_step=min(max(1, f.at_step), ph.steps))
+        for f in ph.child_faults
+    )
+    here = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
+    steps = max(
+        [ph.steps]
+        + [f.at_step + child_tail_steps(here, i, f.rank) for f in kept if f.at_step < ph.steps]
+    )
+    # A checkpoint at the launch's end stays at its end: what the replacements delivered is
+    # then kept and compared, also where a later launch resumes from it.
+    end = CheckpointAt(ph.steps)
+    cps = tuple(CheckpointAt(steps) if cp == end else cp for cp in ph.checkpoints)
+    return replace(ph, child_faults=kept, sync="lockstep", steps=steps, checkpoints=cps)
 
 
 def _normalised_launch(s: Scenario, i: int) -> Phase:
@@ -141,9 +174,7 @@ def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> Rank
 def _synced(ph: Phase) -> Phase:
     """``ph`` with its lag kept only where it obeys the rules, and the sync a lag needs."""
     lags = [
-        lag
-        for lag in ph.lags[:1]
-        if lag_fits(lag, ph) and not (ph.rank_faults or ph.proxy_faults)
+        lag for lag in ph.lags[:1] if lag_fits(lag, ph) and not (ph.rank_faults or ph.proxy_faults)
     ]
     if ph.retry == "independent":
         lags = []

@@ -47,7 +47,7 @@ def aim(
     return scenario
 
 
-WHOLE_SCENARIO_AIMS = (AimKind.SETTING, AimKind.LAYOUT)
+WHOLE_SCENARIO_AIMS = (AimKind.SETTING, AimKind.LAYOUT, AimKind.CHILD)
 """Aims that set the scenario's pipeline or its launches' layouts, not one launch's fault."""
 
 

@@ -20,6 +20,7 @@ from zephon_chaos.strategies.values import (
     AGGREGATE_TIMEOUTS_S,
     AGGREGATION_CHOICES,
     AGGREGATION_ODDS,
+    CHILD_FAULT_DRAW,
     CODEC_ODDS,
     COMPRESSOR_CHOICES,
     DATA_KINDS,
@@ -80,6 +81,7 @@ from zephon_chaos.workload.spec import (
     RETRIES,
     ROUND_PHASES,
     CheckpointAt,
+    ChildFault,
     DataSpec,
     PipelineSpec,
     RankFault,
@@ -215,6 +217,7 @@ def _phase(
                 retry = retry if link_faults else fault_retry
             drawn_faults.append(fault)
     hosted: tuple[StoreFault, ...] = ()
+    children: tuple[ChildFault, ...] = ()
     restarts = 0
     if faults and tier == "torchrun":
         # Drawn whatever the launch is: normalising keeps them where the rules allow.
@@ -226,6 +229,10 @@ def _phase(
             at = point if n == 1 else f"{point}#{n}"
             hosted = (StoreFault(action, at, stall if action == "sigstop" else 1.0),)
         restarts = int(draw(weighted(tuple(map(str, RESTART_CHOICES)), RESTART_ODDS)))
+        target = draw(CHILD_FAULT_DRAW)
+        rank, at_step = draw(ints(0, 3)), draw(ints(1, max(1, steps)))
+        if target != "none":
+            children = (ChildFault(rank=rank, at_step=at_step, target=target),)
     # Drawn as is: ``scenario_rules.normalised`` makes the scenario obey the rules (a launch
     # with more ranks than lanes becomes a refusal, a link fault no round can time goes, a
     # tp that does not divide the world is lowered).
@@ -237,6 +244,7 @@ def _phase(
         rank_faults=tuple(drawn_faults),
         proxy_faults=link_faults,
         store_faults=hosted,
+        child_faults=children,
         max_restarts=restarts,
         retry=retry,
     )

@@ -24,6 +24,7 @@ from zephon_chaos.validation.values import (
 )
 from zephon_chaos.workload.spec import (
     AT_STEP,
+    CHILD_TARGETS,
     ROUND_PHASES,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "AGGREGATE_TIMEOUTS_S",
     "AGGREGATION_CHOICES",
     "AGGREGATION_ODDS",
+    "CHILD_FAULT_DRAW",
     "CODEC_ODDS",
     "COMPRESSOR_CHOICES",
     "DATA_KINDS",
@@ -215,6 +217,9 @@ RESTART_CHOICES = (0, 1)
 RESTART_ODDS = (3, 1)
 """torchrun ``--max-restarts`` of a launch with a rank fault: none, or one (torchrun tier)."""
 HOSTED_FAULT_DRAW = weighted(("none", "fault"), (3, 1))
+CHILD_FAULT_DRAW = weighted(("none", *CHILD_TARGETS), (1, 1))
+"""A kill of a rank's pipeline children (torchrun tier, with ``faults``)? Half the draws:
+normalising keeps it only beside worker processes, endless data and no other fault."""
 
 LINK_FAULT_DRAW = weighted(("none", "fault"), (1, 2))
 """A link fault in a launch that can take one? Twice in three: the point of ``store_faults``."""

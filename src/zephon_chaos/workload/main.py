@@ -23,8 +23,8 @@ from zephon_chaos.workload.data import build_pipeline
 from zephon_chaos.workload.hooks import RankHooks
 from zephon_chaos.workload.meetings import lag_hooks, meet, meet_before_fault, record_collective
 from zephon_chaos.workload.plants import Plant
-from zephon_chaos.workload.records import RecordWriter
-from zephon_chaos.workload.spec import WorkloadSpec
+from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD, RecordWriter
+from zephon_chaos.workload.spec import ChildFault, WorkloadSpec
 
 
 def _aggregation(spec: WorkloadSpec) -> tuple[str | None, str | None]:
@@ -122,9 +122,7 @@ def run_rank(
     began = time.monotonic()
     hooks = hooks or RankHooks()
     out = RecordWriter(spec.out_dir, rank)
-    lanes = lanes_of(
-        rank, world, spec.pipeline.canonical_replicas, spec.pipeline.mapping, spec.tp
-    )
+    lanes = lanes_of(rank, world, spec.pipeline.canonical_replicas, spec.pipeline.mapping, spec.tp)
     store, agg_dir = _aggregation(spec)
     if store == "torch://" or str(rank) in spec.store_proxy_ports:
         store = default_store  # torchrun's store, or this rank's proxy in front of its store
@@ -169,6 +167,7 @@ def run_rank(
     firing = [f for f in spec.faults if f.restart in (None, restart) and not f.at_round]
     faults = {f.at_step * per_step: f for f in firing if f.rank == rank}
     faulted_steps = {f.at_step * per_step for f in firing}
+    child_faults = {f.at_step * per_step: f for f in spec.child_faults if f.rank == rank}
     it = iter(pipe)
     total = spec.steps * per_step
     taken = 0
@@ -188,6 +187,8 @@ def run_rank(
                 hooks.before_fault(n // per_step)
             if n in faults:
                 hooks.fire(faults[n], rank, out)
+            if n in child_faults:
+                _kill_children(child_faults[n], out)
             while marks and marks[0] == n:
                 marks.pop(0)
                 checkpoint(n)
@@ -224,6 +225,10 @@ def run_rank(
                 )
             if (n + 1) % per_step == 0:
                 out.flush()
+        if child_faults:
+            from zephon_chaos.workload.children import pipeline_workers
+
+            out.write(WORKERS_RECORD, pids=[w.pid for w in pipeline_workers()])
         out.write("end", batches=min(n, total))
     except Exception as exc:
         # When and why this rank failed, for the fault oracles (a pipeline that cannot reach
@@ -243,6 +248,16 @@ def run_rank(
         with contextlib.suppress(Exception):
             it.close()  # type: ignore[attr-defined]
     return 0
+
+
+def _kill_children(fault: ChildFault, out: RecordWriter) -> None:
+    """Apply ``fault`` and record what it killed: the evidence that it acted."""
+    from zephon_chaos.workload.children import kill_workers
+
+    at = time.monotonic()
+    killed = kill_workers()
+    out.write(CHILD_FAULT_RECORD, at_step=fault.at_step, target=fault.target, at=at, killed=killed)
+    out.flush()
 
 
 def _to_device(batch: Any, device: Any, out: RecordWriter) -> None:

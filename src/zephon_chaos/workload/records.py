@@ -11,6 +11,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 SampleId = tuple[int, int, int]
+CHILD_FAULT_RECORD = "child-fault"
+"""A rank killed its pipeline's children (``ChildFault``): ``at_step``, ``target``, ``at``
+(monotonic) and ``killed`` (the PIDs signalled), among the rank's ``events``."""
+WORKERS_RECORD = "workers"
+"""A rank with a child fault, after its last batch: ``pids``, its live pipeline workers
+(replacements, where the killed ones were replaced)."""
 
 
 def record_path(out_dir: Path | str, rank: int) -> Path:

@@ -128,6 +128,24 @@ class RankFault:
         return self.at != AT_STEP
 
 
+CHILD_TARGETS: tuple[str, ...] = ("workers",)
+"""What a ``ChildFault`` kills: ``workers``, every worker process of ``runner: process``."""
+
+
+@dataclass(frozen=True)
+class ChildFault:
+    """A rank SIGKILLs its pipeline's own child processes, before consuming global step
+    ``at_step``, and draws on: the rank lives, so the launch is judged as one that completes.
+
+    ``target`` (``CHILD_TARGETS``): ``workers``, the fetch workers Zephon's watchdog is to
+    replace, re-dispatching their work, so the batches must stay exactly the same.
+    """
+
+    rank: int
+    at_step: int
+    target: str = "workers"
+
+
 @dataclass(frozen=True)
 class PhaseTrigger:
     """A fault the interposer applies when ``rank`` writes a key of a checkpoint-round phase.
@@ -183,6 +201,8 @@ class WorkloadSpec:
     aggregate_dir: str | None = None
     store_uri: str | None = None
     faults: tuple[RankFault, ...] = ()
+    child_faults: tuple[ChildFault, ...] = ()
+    """Kills of the ranks' pipeline child processes (``ChildFault``); torchrun groups only."""
     backend: Literal["gloo", "nccl"] = "gloo"
     plant: str | None = None
     """A deliberate defect, to show the oracle catches it (see ``workload.plants``)."""
@@ -248,6 +268,7 @@ _NESTED: dict[str, type] = {
     "sources": SourceSpec,
     "checkpoints": CheckpointAt,
     "faults": RankFault,
+    "child_faults": ChildFault,
     "triggers": PhaseTrigger,
     "lags": RankLag,
 }

@@ -1,0 +1,36 @@
+"""A rank kills its own pipeline's child processes (``ChildFault``), as the OOM killer would.
+
+Zephon's ``runner: process`` starts its fetch workers with multiprocessing's ``spawn``: each is
+a child of the rank whose command line runs ``spawn_main``. The rank's other children
+(multiprocessing's resource tracker) run something else and are left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+
+import psutil
+
+SPAWNED_MARK = "spawn_main"
+"""What a multiprocessing ``spawn`` child's command line runs."""
+
+
+def pipeline_workers(parent: psutil.Process | None = None) -> list[psutil.Process]:
+    """The live spawned children of ``parent`` (this process): its pipeline's workers."""
+    found = []
+    for child in (parent or psutil.Process()).children():
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            if any(SPAWNED_MARK in part for part in child.cmdline()):
+                found.append(child)
+    return found
+
+
+def kill_workers() -> list[int]:
+    """SIGKILL every worker of this rank's pipeline; the PIDs signalled (empty: none found)."""
+    killed = []
+    for worker in pipeline_workers():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            worker.send_signal(signal.SIGKILL)
+            killed.append(worker.pid)
+    return killed
