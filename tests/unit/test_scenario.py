@@ -24,8 +24,10 @@ from zephon_chaos.scenario_rules import (
     normalised,
     violations,
 )
+from zephon_chaos.scenario_rules.predicates import CHILD_TAIL_ROWS, child_tail_steps
 from zephon_chaos.workload.spec import (
     CheckpointAt,
+    ChildFault,
     DataSpec,
     PipelineSpec,
     RankFault,
@@ -412,3 +414,161 @@ def test_normalising_a_lag_under_lockstep_makes_the_launch_free_running() -> Non
 def test_normalising_drops_a_lag_it_cannot_place_and_the_policy_with_it() -> None:
     fixed = normalised(_lagged(lags=(RankLag(1, checkpoint=5),))).phases[0]
     assert (fixed.lags, fixed.retry) == ((), "none")
+
+
+# ---- child faults: a rank kills its pipeline's worker processes and draws on -------------
+
+
+MID_LAUNCH_KILL = ChildFault(rank=1, at_step=2)
+
+
+def workers_killed(
+    fault: ChildFault = MID_LAUNCH_KILL,
+    steps: int | None = None,
+    checkpoints: tuple[CheckpointAt, ...] | None = None,
+    **first: object,
+) -> Scenario:
+    """Two launches of two ranks over worker processes and endless data, the first with
+    ``fault``; ``steps`` defaults to what a mid-launch kill needs after it, and the first
+    launch checkpoints at its end (for the second to resume) unless told otherwise."""
+    s = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2, runner="process"),
+        phases=(Phase(2, fault.at_step), Phase(2, 1)),
+    )
+    if steps is None:
+        steps = fault.at_step + child_tail_steps(s, 0, fault.rank)
+    launch = Phase(
+        2,
+        steps,
+        (CheckpointAt(steps),) if checkpoints is None else checkpoints,
+        child_faults=(fault,),
+        **first,  # type: ignore[arg-type]
+    )
+    return s.with_(phases=(launch, s.phases[1]))
+
+
+TAIL = child_tail_steps(workers_killed(), 0, 1)
+"""Steps after a mid-launch kill on rank 1 of ``workers_killed``: 4096 rows of 4, one lane."""
+FINITE = DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8)
+
+CHILD_REFUSED: dict[str, tuple[Scenario, str, str]] = {
+    "inline-runner": (
+        workers_killed().with_(pipeline=PipelineSpec(canonical_replicas=2)),
+        "phases[0].child_faults",
+        "only runner 'process'",
+    ),
+    "mtp-mode": (
+        workers_killed().with_(
+            pipeline=PipelineSpec(canonical_replicas=2, runner="process", mtp_mode=True)
+        ),
+        "phases[0].child_faults",
+        "without mtp_mode",
+    ),
+    "finite-data": (
+        workers_killed().with_(data=FINITE),
+        "phases[0].child_faults",
+        "over finite data",
+    ),
+    "beside-a-rank-fault": (
+        workers_killed(rank_faults=(RankFault(0, 1, "raise"),)),
+        "phases[0].child_faults",
+        "no other fault",
+    ),
+    "beside-a-lag": (
+        workers_killed(sync="free", lags=(RankLag(1),), retry="skip"),
+        "phases[0].child_faults",
+        "no other fault",
+    ),
+    "at-step-0": (
+        workers_killed(ChildFault(1, 0), steps=TAIL),
+        "phases[0].child_faults[0].at_step",
+        "at step 0 there is nothing to kill",
+    ),
+    "too-few-steps-after-a-mid-launch-kill": (
+        workers_killed(steps=5),
+        "phases[0].steps",
+        f"say {2 + TAIL}",
+    ),
+    "free-running": (
+        workers_killed(sync="free"),
+        "phases[0].sync",
+        "a child fault needs sync 'lockstep'",
+    ),
+}
+
+
+def test_a_child_fault_round_trips_through_json() -> None:
+    scenario = workers_killed().validate()
+    raw = json.loads(scenario.to_json())
+    assert raw["phases"][0]["child_faults"] == [{"rank": 1, "at_step": 2, "target": "workers"}]
+    assert Scenario.from_json(scenario.to_json()) == scenario
+
+
+@pytest.mark.parametrize("name", sorted(CHILD_REFUSED))
+def test_a_child_fault_outside_the_rules_is_refused_naming_the_field(name: str) -> None:
+    scenario, field, says = CHILD_REFUSED[name]
+    with pytest.raises(ScenarioError, match=re.escape(f"scenario.{field}: ")) as err:
+        scenario.validate()
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize("microbatch", [1, 4, 7])
+@pytest.mark.parametrize("at_step", [1, 2, 5])
+def test_a_mid_launch_kill_needs_exactly_its_tail_of_steps(at_step: int, microbatch: int) -> None:
+    """Runner process over endless data, with ``at_step + child_tail_steps`` steps: valid;
+    one step fewer leaves the rank too few rows to need its replacement workers."""
+    s = workers_killed(ChildFault(1, at_step)).with_(
+        data=DataSpec(sources=(SourceSpec("a", exhausted="repeat"),), microbatch=microbatch)
+    )
+    steps = at_step + child_tail_steps(s, 0, 1)
+    assert steps * microbatch >= CHILD_TAIL_ROWS
+    first = replace(s.phases[0], steps=steps, checkpoints=(CheckpointAt(steps),))
+    valid = s.with_(phases=(first, s.phases[1]))
+    assert valid.validate() is valid and normalised(valid) == valid
+    short = replace(first, steps=steps - 1, checkpoints=(CheckpointAt(steps - 1),))
+    with pytest.raises(ScenarioError, match=re.escape(f"say {steps}")):
+        s.with_(phases=(short, s.phases[1])).validate()
+
+
+@pytest.mark.parametrize("name", sorted(CHILD_REFUSED))
+def test_normalising_a_child_fault_brings_it_inside_the_rules_and_then_changes_nothing(
+    name: str,
+) -> None:
+    scenario, _, _ = CHILD_REFUSED[name]
+    fixed = normalised(scenario).validate()
+    assert violations(fixed) == []
+    assert normalised(fixed) == fixed
+
+
+@pytest.mark.parametrize(
+    "name", ["inline-runner", "mtp-mode", "finite-data", "beside-a-rank-fault", "beside-a-lag"]
+)
+def test_normalising_drops_a_child_fault_where_the_rules_forbid_it(name: str) -> None:
+    scenario, _, _ = CHILD_REFUSED[name]
+    fixed = normalised(scenario)
+    assert [ph.child_faults for ph in fixed.phases] == [(), ()]
+
+
+@pytest.mark.parametrize(("drawn", "placed"), [(1, 1), (2, 0), (5, 1)])
+def test_normalising_moves_a_child_fault_onto_a_rank_of_the_launch(drawn: int, placed: int) -> None:
+    scenario = workers_killed(ChildFault(drawn, 2), steps=2 + TAIL)
+    assert normalised(scenario).phases[0].child_faults == (ChildFault(placed, 2),)
+
+
+def test_normalising_a_mid_launch_kill_adds_its_tail_and_moves_the_end_checkpoint() -> None:
+    """The checkpoint at the old end moves to the new one (what the replacement workers
+    delivered is then compared, and handed on); one before it stays where it was."""
+    scenario = workers_killed(steps=5, checkpoints=(CheckpointAt(1), CheckpointAt(5)))
+    first = normalised(scenario).phases[0]
+    assert first.steps == 2 + TAIL
+    assert first.checkpoints == (CheckpointAt(1), CheckpointAt(2 + TAIL))
+    assert first.child_faults == (ChildFault(1, 2),)
+    assert normalised(scenario).restore_index(0) == 1
+
+
+@pytest.mark.parametrize("at_step", [3, 9], ids=["at-the-end", "past-the-end"])
+def test_normalising_leaves_a_last_step_kill_without_a_tail(at_step: int) -> None:
+    """A kill at the last step (or past it, moved there) needs no rows after it."""
+    fixed = normalised(workers_killed(ChildFault(1, at_step), steps=3))
+    assert fixed == workers_killed(ChildFault(1, 3), steps=3)
+    assert fixed.validate() is fixed

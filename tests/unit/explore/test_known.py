@@ -206,3 +206,86 @@ def test_the_leaders_slow_failure_after_a_store_kill_at_ack_is_the_dead_store_cl
     line = Problem(Area.FAULT, Kind.SLOW_FAILURE, text, phase=0, checkpoint=0, rank=rank)
     outcome = _killed_at(at, world, leader_s, action)
     assert DEAD_STORE_ACK_CLEANUP.explains(outcome, line) is explained  # type: ignore[arg-type]
+
+
+PYSPY_WEDGED = """\
+Process 4242: python -m zephon_chaos.workload spec.json
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 0x7F (idle): "zephon-watchdog"
+    put (/usr/lib/python3.11/multiprocessing/queues.py:94)
+    {func} (/x/site-packages/zephon/_internal/runners/process.py:1284)
+    _watchdog_loop (/x/site-packages/zephon/_internal/runners/process.py:1021)
+Thread 0x80 (idle): "MainThread"
+    _shutdown_workers (/x/site-packages/zephon/_internal/runners/process.py:1838)
+    <module> (/x/site-packages/zephon_chaos/workload/__main__.py:9)
+"""
+"""A hung rank's py-spy dump: the watchdog blocked re-dispatching, the main thread closing."""
+FAULTHANDLER_WEDGED = """\
+Thread 0x00007f1e2d3c4700 (most recent call first):
+  File "/usr/lib/python3.11/multiprocessing/queues.py", line 94 in put
+  File "/x/zephon/_internal/runners/process.py", line 1284 in {func}
+  File "/x/zephon/_internal/runners/process.py", line 1021 in _watchdog_loop
+
+Current thread 0x00007f1e2f1b2740 (most recent call first):
+  File "/x/zephon/_internal/runners/process.py", line 1838 in _shutdown_workers
+"""
+"""The same hang as faulthandler dumps it."""
+LAUNCH_TIMEOUT = Problem(Area.LAUNCH, Kind.TIMEOUT, "phase 0: launch timed out", phase=0)
+
+
+def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_worker") -> object:
+    """An outcome whose launch 0 (with a child fault of rank 0, or none) timed out, its
+    rank 0 leaving ``stack`` with ``func`` as the watchdog's frame."""
+    from types import SimpleNamespace
+
+    from zephon_chaos.workload.spec import ChildFault
+
+    faults = (ChildFault(0, 3),) if child_fault else ()
+    phase = Phase(2, 8, child_faults=faults)
+    result = SimpleNamespace(stacks={"rank 0 (pid 4242)": stack.format(func=func)}, ranks=[])
+    run = SimpleNamespace(index=0, phase=phase, result=result, spec=SimpleNamespace())
+    return SimpleNamespace(phases=[run])
+
+
+@pytest.mark.parametrize("stack", [PYSPY_WEDGED, FAULTHANDLER_WEDGED], ids=["py-spy", "faulthandler"])
+@pytest.mark.parametrize(
+    ("child_fault", "func", "problem", "explained"),
+    [
+        (True, "_handle_dead_worker", LAUNCH_TIMEOUT, True),
+        (True, "ProcessRunner._handle_dead_worker", LAUNCH_TIMEOUT, True),  # qualified name
+        (False, "_handle_dead_worker", LAUNCH_TIMEOUT, False),  # no worker was killed
+        (True, "_dispatch", LAUNCH_TIMEOUT, False),  # the watchdog elsewhere
+        (True, "_handle_dead_worker", dataclasses.replace(LAUNCH_TIMEOUT, kind="RuntimeError"), False),
+        (True, "_handle_dead_worker", dataclasses.replace(LAUNCH_TIMEOUT, area=Area.LIVENESS), False),
+        (True, "_handle_dead_worker", dataclasses.replace(LAUNCH_TIMEOUT, phase=1), False),
+    ],
+    ids=[
+        "wedged",
+        "wedged-qualified",
+        "no-child-fault",
+        "no-redispatch-frame",
+        "launch-error",
+        "not-a-launch",
+        "another-launch",
+    ],
+)
+def test_a_hung_launch_whose_watchdog_redispatches_is_the_worker_death_defect(
+    stack: str, child_fault: bool, func: str, problem: Problem, explained: bool
+) -> None:
+    """Explained only for a launch that timed out after its child fault, with the watchdog's
+    re-dispatch frame in its stacks, in either dump format the harness captures."""
+    from zephon_chaos.explore.known import WORKER_DEATH_WEDGES_CLOSE
+
+    outcome = _wedged(stack, child_fault, func)
+    assert WORKER_DEATH_WEDGES_CLOSE.explains(outcome, problem) is explained  # type: ignore[arg-type]
+
+
+def test_the_worker_death_defect_is_known_and_explains_its_hang_alone() -> None:
+    """Registered with the known defects, it sets the hang aside; no other defect claims it."""
+    from zephon_chaos.explore.known import WORKER_DEATH_WEDGES_CLOSE
+
+    run = _wedged(PYSPY_WEDGED).phases[0]  # type: ignore[attr-defined]
+    outcome = ScenarioOutcome(Scenario(), None, phases=[run], problems=[LAUNCH_TIMEOUT])
+    assert explaining(outcome) == [WORKER_DEATH_WEDGES_CLOSE]
+    assert judged_ok(outcome)

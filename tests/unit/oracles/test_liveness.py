@@ -334,3 +334,55 @@ def test_the_first_fetch_that_starts_worker_processes_is_not_a_wait() -> None:
     assert [t.seconds for t in verdict.excluded] == [28.0]
     stuck_later = fetches(0.0, 28.0, WAIT + 1.0)
     assert not judge([rank(0, batches=stuck_later)], worker_processes=True).ok
+
+
+def killed_workers(at: float, killed: list[int]) -> dict[str, Any]:
+    """A rank's child-fault record (workload/main.py ``_kill_children``): at step 2, at ``at``."""
+    return {"kind": "child-fault", "at_step": 2, "target": "workers", "at": at, "killed": killed}
+
+
+@pytest.mark.parametrize(
+    ("killed", "expected"),
+    [
+        ([1, 2], [Stall(0, "workers killed at step 2", 20.0, Effect.RESPAWN)]),
+        ([], []),
+    ],
+    ids=["killed", "found-none"],
+)
+def test_a_child_fault_that_killed_workers_is_a_respawn(
+    killed: list[int], expected: list[Stall]
+) -> None:
+    """Only a kill that found workers makes the rank wait for replacements: a record that
+    killed nothing excuses nothing."""
+    assert oracle.stalls_of([rank(0, events=[killed_workers(20.0, killed)])]) == expected
+
+
+def test_after_a_child_fault_only_its_ranks_fetches_are_left_unjudged() -> None:
+    """Rank 0 kills its workers at 20 s: its fetch after the kill waits for replacements (no
+    timeout of Zephon's bounds that), so it is not judged; its slow checkpoint after the kill,
+    its slow fetch that ended before it, and rank 1's slow fetch after it still are."""
+    slow = WAIT + 1.0
+    own = [
+        Batch(0, 0, [(0, 0, 0)], 0, fetch_at=0.0, fetch_s=0.2),
+        Batch(1, 0, [(0, 0, 1)], 0, fetch_at=1.0, fetch_s=slow),  # ends at 11 s: before
+        Batch(2, 0, [(0, 0, 2)], 0, fetch_at=21.0, fetch_s=30.0),  # after the kill
+    ]
+    other = [
+        Batch(0, 1, [(0, 1, 0)], 0, fetch_at=0.0, fetch_s=0.2),
+        Batch(1, 1, [(0, 1, 1)], 0, fetch_at=21.0, fetch_s=30.0),
+    ]
+    records = [
+        rank(0, ckpt(0, 60.0, 60.0 + slow), batches=own, events=[killed_workers(20.0, [7])]),
+        rank(1, ckpt(0, 60.0, 60.1), batches=other),
+    ]
+    stalls = oracle.stalls_of(records)
+    verdict = judge(records, stalls=stalls)
+    assert [(t.rank, t.step, t.index) for t in verdict.excluded] == [(0, Step.FETCH, 2)]
+    found = {(p.kind, p.step, p.rank, round(p.measured_s, 6)) for p in verdict.problems}
+    assert found == {
+        (LivenessKind.UNBOUNDED_WAIT, Step.FETCH, 0, slow),
+        (LivenessKind.UNBOUNDED_WAIT, Step.CHECKPOINT, 0, slow),
+        (LivenessKind.UNBOUNDED_WAIT, Step.FETCH, 1, 30.0),
+    }
+    unexcused = {(p.step, p.rank, round(p.measured_s, 6)) for p in judge(records).problems}
+    assert (Step.FETCH, 0, 30.0) in unexcused, "without the record the fetch would be judged"
