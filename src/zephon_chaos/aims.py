@@ -50,6 +50,8 @@ both start worker processes, drawn about one time in twenty)."""
 CHILD_POINTS = ("mid", "last")
 """When a ``CHILD`` aim's kill fires: mid-launch (batches still to draw), or at the last step
 (the launch's last checkpoints and the pipeline's close follow at once)."""
+CHILD_RELAUNCH_STEPS = 4
+"""Steps at most of the relaunch after a ``CHILD`` aim's launch (the strategies' most)."""
 SETTING_LAUNCHES = 2
 """Launches an aimed setting keeps: every launch of a worker-process pipeline imports torch in
 each worker, so its scenario runs minutes; two launches still resume once."""
@@ -203,7 +205,10 @@ def _child_aimed(s: Scenario, aim: Aim, draws: Draws) -> Scenario:
         sync="lockstep",
         child_faults=(fault,),
     )
-    phases = (first, *s.phases[1:SETTING_LAUNCHES])
+    # A relaunch over endless data runs as long as it was drawn (over finite data: until the
+    # data ran out, 10,000 steps): the steps of a plain draw keep it short.
+    later = tuple(replace(p, steps=min(p.steps, CHILD_RELAUNCH_STEPS)) for p in s.phases[1:])
+    phases = (first, *later[: SETTING_LAUNCHES - 1])
     return s.with_(pipeline=pipeline, data=data, phases=phases)
 
 

@@ -8,16 +8,31 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zephon_chaos.aims import LAYOUT_PAIRS, SETTING_LAUNCHES, Aim, AimKind, Draws, aimed
+from zephon_chaos.aims import (
+    CHILD_POINTS,
+    LAYOUT_PAIRS,
+    SETTING_LAUNCHES,
+    Aim,
+    AimKind,
+    Draws,
+    aimed,
+)
 from zephon_chaos.explore.aiming import aim_at, aims
 from zephon_chaos.explore.cells import Cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.scenario import Phase, Scenario
-from zephon_chaos.scenario_rules import normalised, violations
+from zephon_chaos.scenario_rules import is_finite, normalised, violations
 from zephon_chaos.strategies import scenarios
-from zephon_chaos.workload.spec import PipelineSpec
+from zephon_chaos.workload.spec import (
+    CHILD_TARGETS,
+    CheckpointAt,
+    DataSpec,
+    PipelineSpec,
+    RankFault,
+    SourceSpec,
+)
 
 ALWAYS = (0, 1)
 """Aim odds (free, aimed) that aim every scenario."""
@@ -134,3 +149,35 @@ def test_a_layout_aim_resumes_onto_the_other_mesh_with_identical_batches(
     assert outcome.ok, outcome.report()
     [resume] = outcome.resumes
     assert (resume.from_world, resume.to_world) == (before[0] * before[1], after[0] * after[1])
+
+
+@pytest.mark.parametrize("rank", [0, 1, 5])
+@pytest.mark.parametrize("point", CHILD_POINTS)
+def test_a_child_aim_kills_one_ranks_workers_alone_in_the_first_launch(
+    point: str, rank: int
+) -> None:
+    """Drawn inline, under mtp_mode, over finite data and with a rank fault: the aim turns on
+    what a kill of worker processes needs and clears the rest, so normalising keeps it."""
+    drawn = Scenario(
+        data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
+        pipeline=PipelineSpec(canonical_replicas=3, mtp_mode=True),
+        phases=(
+            Phase(3, 3, (CheckpointAt(1),), rank_faults=(RankFault(0, 2, "raise"),)),
+            Phase(1, 2),
+            Phase(2, 2),
+        ),
+    )
+    aim = Aim(AimKind.CHILD, CHILD_TARGETS[0], point)
+    scenario = normalised(aimed(drawn, 0, aim, Draws(rank=rank)))
+    assert scenario.validate() is scenario
+    assert (scenario.pipeline.runner, scenario.pipeline.mtp_mode) == ("process", False)
+    assert not is_finite(scenario.data)
+    assert [len(ph.child_faults) for ph in scenario.phases] == [1] + [0] * (SETTING_LAUNCHES - 1)
+    first = scenario.phases[0]
+    [fault] = first.child_faults
+    assert fault.target == CHILD_TARGETS[0] and 0 <= fault.rank < first.world_size
+    assert not (first.rank_faults or first.proxy_faults or first.store_faults or first.lags)
+    if point == "last":
+        assert fault.at_step == first.steps
+    else:
+        assert 1 <= fault.at_step < first.steps

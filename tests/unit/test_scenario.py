@@ -494,6 +494,20 @@ CHILD_REFUSED: dict[str, tuple[Scenario, str, str]] = {
         "phases[0].sync",
         "a child fault needs sync 'lockstep'",
     ),
+    "two-kills": (
+        # A mid-launch kill's tail would turn a last-step kill into one without a tail.
+        workers_killed().with_(
+            phases=(
+                replace(
+                    workers_killed().phases[0],
+                    child_faults=(MID_LAUNCH_KILL, ChildFault(0, 2 + TAIL)),
+                ),
+                workers_killed().phases[1],
+            )
+        ),
+        "phases[0].child_faults",
+        "another child fault included",
+    ),
 }
 
 

@@ -15,11 +15,13 @@ from zephon_chaos.scenario_rules import (
     POINT_AGGREGATIONS,
     RANK_POINT_ACTIONS,
     STORE_AGGREGATIONS,
+    is_finite,
     lanes_per_rank,
     normalised,
     rank_point,
     violations,
 )
+from zephon_chaos.scenario_rules.predicates import CHILD_TAIL_ROWS
 from zephon_chaos.strategies import (
     DOWNSTREAM_AGGREGATION_ODDS,
     DOWNSTREAM_MTP_ODDS,
@@ -44,6 +46,7 @@ from zephon_chaos.workload.spec import (
     RETRIES,
     ROUND_PHASES,
     CheckpointAt,
+    ChildFault,
     PipelineSpec,
     RankFault,
 )
@@ -443,3 +446,58 @@ def test_the_downstream_profile_makes_the_downstreams_defaults_common_on_torchru
 def test_an_unknown_profile_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown profile 'fast'"):
         find(scenarios(profile="fast"), lambda s: True, settings=REACH)  # type: ignore[arg-type]
+
+
+def _child_faults(s: Scenario) -> list[tuple[int, ChildFault]]:
+    return [(i, f) for i, ph in enumerate(s.phases) for f in ph.child_faults]
+
+
+CHILDREN = scenarios(tier="torchrun", profile="downstream", faults=True)
+"""Where worker processes are common: a child fault needs ``runner: process``."""
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        lambda s: bool(_child_faults(s)),
+        lambda s: any(f.at_step < s.phases[i].steps for i, f in _child_faults(s)),
+        lambda s: any(f.at_step == s.phases[i].steps for i, f in _child_faults(s)),
+    ],
+    ids=["any", "mid-launch", "last-step"],
+)
+def test_the_torchrun_strategy_reaches_child_faults(feature) -> None:
+    find(CHILDREN, feature, settings=REACH)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(CHILDREN)
+def test_a_child_fault_is_drawn_only_where_it_can_act(scenario: Scenario) -> None:
+    """Worker processes without mtp_mode, endless data, lockstep, alone in its launch, on one
+    of its ranks; a mid-launch kill leaves its rank CHILD_TAIL_ROWS rows to draw."""
+    assert violations(scenario) == [] and scenario.validate() is scenario
+    for i, f in _child_faults(scenario):
+        ph, p = scenario.phases[i], scenario.pipeline
+        assert (p.runner, p.mtp_mode, is_finite(scenario.data)) == ("process", False, False)
+        assert not (ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags)
+        assert ph.sync == "lockstep" and not ph.expect_failure
+        assert 0 <= f.rank < ph.world_size and 1 <= f.at_step <= ph.steps
+        if f.at_step < ph.steps:
+            lanes = lanes_per_rank(ph.world_size, scenario.canonical_replicas(i), p.mapping, ph.tp)
+            rows = (ph.steps - f.at_step) * scenario.data.microbatch * lanes[f.rank]
+            assert rows >= CHILD_TAIL_ROWS
+
+
+@pytest.mark.parametrize(
+    ("tier", "profile", "faults"),
+    [("inproc", "default", True), ("torchrun", "downstream", False)],
+    ids=["inproc", "torchrun-without-faults"],
+)
+def test_no_child_fault_is_drawn_without_processes_of_a_rank_or_faults(
+    tier: str, profile: str, faults: bool
+) -> None:
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(scenarios(tier=tier, profile=profile, faults=faults))  # type: ignore[arg-type]
+    def check(s: Scenario) -> None:
+        assert _child_faults(s) == []
+
+    check()

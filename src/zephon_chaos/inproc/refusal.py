@@ -16,6 +16,12 @@ class TierRefusal(InvalidInput, ValueError):
 
 def inproc_refusal(scenario: Scenario) -> str | None:
     """Why the in-process tier cannot run ``scenario`` faithfully, or None if it can."""
+    for i, ph in enumerate(scenario.phases):
+        if ph.child_faults:  # before the runner: the fault is what needs a process per rank
+            return (
+                f"scenario.phases[{i}].child_faults: a rank kills its own pipeline's worker "
+                "processes, and rank threads share one process; run it with --tier torchrun"
+            )
     p = scenario.pipeline
     if p.runner == "process" or p.mtp_mode:
         what = "runner 'process'" if p.runner == "process" else "mtp_mode"
@@ -47,11 +53,6 @@ def inproc_refusal(scenario: Scenario) -> str | None:
                     "rank thread blocked in the C++ store client on it can be ended by nothing "
                     "but the launch's deadline; run it with --tier torchrun"
                 )
-        if ph.child_faults:
-            return (
-                f"{where}.child_faults: a rank kills its own pipeline's worker processes, and "
-                "rank threads share one process; run it with --tier torchrun"
-            )
         if ph.max_restarts:
             return (
                 f"{where}.max_restarts: torchrun's agent restarts the workers, and here ranks "

@@ -336,10 +336,11 @@ def _child_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
             "over finite data a rank whose data ran out never reaches its fault; "
             "use endless sources (exhausted: repeat) or drop the fault",
         )
-    if ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags:
+    if ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags or len(ph.child_faults) > 1:
         yield Violation(
             f"{where}.child_faults",
-            "a launch with a child fault has no other fault (one cause, one verdict)",
+            "a launch with a child fault has no other fault, another child fault included "
+            "(one cause, one verdict)",
         )
     if ph.sync != "lockstep":
         yield Violation(

@@ -70,7 +70,7 @@ def _with_children(s: Scenario, i: int, ph: Phase) -> Phase:
         return replace(ph, child_faults=())
     kept = tuple(
         replace(f, rank=f.rank % ph.world_size, at_step=min(max(1, f.at_step), ph.steps))
-        for f in ph.child_faults
+        for f in ph.child_faults[:1]
     )
     here = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
     steps = max(

@@ -232,6 +232,8 @@ Current thread 0x00007f1e2f1b2740 (most recent call first):
 """
 """The same hang as faulthandler dumps it."""
 LAUNCH_TIMEOUT = Problem(Area.LAUNCH, Kind.TIMEOUT, "phase 0: launch timed out", phase=0)
+LAUNCH_ERROR = dataclasses.replace(LAUNCH_TIMEOUT, kind="RuntimeError")
+LIVENESS_WAIT = dataclasses.replace(LAUNCH_TIMEOUT, area=Area.LIVENESS, kind=Kind.UNBOUNDED_WAIT)
 
 
 def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_worker") -> object:
@@ -243,12 +245,15 @@ def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_work
 
     faults = (ChildFault(0, 3),) if child_fault else ()
     phase = Phase(2, 8, child_faults=faults)
-    result = SimpleNamespace(stacks={"rank 0 (pid 4242)": stack.format(func=func)}, ranks=[])
-    run = SimpleNamespace(index=0, phase=phase, result=result, spec=SimpleNamespace())
+    result = SimpleNamespace(stacks={"rank 0 (pid 4242)": stack.format(func=func)})
+    spec = SimpleNamespace(restore_from=None)
+    run = SimpleNamespace(index=0, phase=phase, result=result, spec=spec)
     return SimpleNamespace(phases=[run])
 
 
-@pytest.mark.parametrize("stack", [PYSPY_WEDGED, FAULTHANDLER_WEDGED], ids=["py-spy", "faulthandler"])
+@pytest.mark.parametrize(
+    "stack", [PYSPY_WEDGED, FAULTHANDLER_WEDGED], ids=["py-spy", "faulthandler"]
+)
 @pytest.mark.parametrize(
     ("child_fault", "func", "problem", "explained"),
     [
@@ -256,8 +261,8 @@ def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_work
         (True, "ProcessRunner._handle_dead_worker", LAUNCH_TIMEOUT, True),  # qualified name
         (False, "_handle_dead_worker", LAUNCH_TIMEOUT, False),  # no worker was killed
         (True, "_dispatch", LAUNCH_TIMEOUT, False),  # the watchdog elsewhere
-        (True, "_handle_dead_worker", dataclasses.replace(LAUNCH_TIMEOUT, kind="RuntimeError"), False),
-        (True, "_handle_dead_worker", dataclasses.replace(LAUNCH_TIMEOUT, area=Area.LIVENESS), False),
+        (True, "_handle_dead_worker", LAUNCH_ERROR, False),
+        (True, "_handle_dead_worker", LIVENESS_WAIT, False),
         (True, "_handle_dead_worker", dataclasses.replace(LAUNCH_TIMEOUT, phase=1), False),
     ],
     ids=[

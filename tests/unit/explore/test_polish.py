@@ -4,14 +4,17 @@ accepts, with refusals re-derived from the rule rather than carried over."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 
+from tests.unit.test_scenario import workers_killed
 from tests.unit.test_strategies import ANY_SCENARIO
 from zephon_chaos.explore.polish import candidates, normalised_candidates, polish
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.scenario_rules import REFUSAL_ERROR, normalised, violations
-from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
+from zephon_chaos.workload.spec import CheckpointAt, ChildFault, PipelineSpec
 
 
 @settings(max_examples=120, deadline=None, database=None)
@@ -106,3 +109,29 @@ def test_polishing_can_turn_off_what_a_finding_may_not_need() -> None:
     assert (True, "json", "graceful", "c10d") in plainer
     assert (True, "json", "hard", "standalone") in plainer
     assert size_key(replace(busy, pipeline=replace(busy.pipeline, mtp_mode=False))) < size_key(busy)
+
+
+@pytest.mark.parametrize(
+    ("fault", "steps"),
+    [(ChildFault(1, 3), None), (ChildFault(1, 3), 3)],
+    ids=["mid-launch", "last-step"],
+)
+def test_polishing_offers_a_kill_dropped_and_a_kill_one_step_earlier(
+    fault: ChildFault, steps: int | None
+) -> None:
+    """The same launch (steps and checkpoints unchanged, normalising re-derives the tail)
+    without its child fault, or with it one step earlier; each normalised one validates."""
+    s = workers_killed(fault, steps).validate()
+    first, rest = s.phases[0], s.phases[1:]
+    offered = list(candidates(s))
+    assert s.with_(phases=(replace(first, child_faults=()), *rest)) in offered
+    earlier = replace(fault, at_step=fault.at_step - 1)
+    assert s.with_(phases=(replace(first, child_faults=(earlier,)), *rest)) in offered
+    for cand in normalised_candidates(s):
+        assert violations(cand) == [] and normalised(cand) == cand
+
+
+def test_a_kill_at_the_first_step_is_offered_no_earlier() -> None:
+    s = workers_killed(ChildFault(0, 1)).validate()
+    kills = {f.at_step for c in candidates(s) for ph in c.phases for f in ph.child_faults}
+    assert kills == {1}

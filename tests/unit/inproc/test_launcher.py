@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from zephon_chaos.inproc import InprocLauncher, TierRefusal, inproc_runner
+from tests.unit.test_scenario import workers_killed
+from zephon_chaos.inproc import InprocLauncher, TierRefusal, inproc_refusal, inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.runner import workload_spec
@@ -163,6 +164,17 @@ def test_what_needs_processes_is_refused_naming_the_field(
         runner.run(scenario)
     assert f"scenario.{field}:" in str(refusal.value)
     assert "--tier torchrun" in str(refusal.value)
+
+
+def test_a_child_fault_is_refused_in_process_naming_the_field() -> None:
+    """Rank threads share one process, so no rank has worker processes of its own to kill:
+    even drawn beside the inline runner (which the tier runs), the fault is refused."""
+    inline = workers_killed().with_(pipeline=PipelineSpec(canonical_replicas=2))
+    reason = inproc_refusal(inline)
+    assert reason is not None and reason.startswith("scenario.phases[0].child_faults:")
+    assert "--tier torchrun" in reason
+    assert inproc_refusal(inline.with_(phases=(Phase(2, 2), Phase(2, 1)))) is None
+    assert inproc_refusal(workers_killed().validate()) is not None  # runner 'process'
 
 
 def test_a_launch_past_its_deadline_stops_every_rank_thread(tmp_path: Path) -> None:

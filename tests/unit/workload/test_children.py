@@ -13,8 +13,8 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
 from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 import psutil
