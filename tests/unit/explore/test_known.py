@@ -16,7 +16,8 @@ from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
-from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
+from zephon_chaos.workload.records import RankRecord
+from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, SourceSpec
 
 KNOWN_ZERO_CID = f"known.{STRING_KEY_ZERO_CID_RESTORE.id}"
 
@@ -294,3 +295,52 @@ def test_the_worker_death_defect_is_known_and_explains_its_hang_alone() -> None:
     outcome = ScenarioOutcome(Scenario(), None, phases=[run], problems=[LAUNCH_TIMEOUT])
     assert explaining(outcome) == [WORKER_DEATH_WEDGES_CLOSE]
     assert judged_ok(outcome)
+
+
+MTP_END = (
+    "RuntimeError: MTP checkpoint failed in subprocess: Traceback (most recent call last): ... "
+    "RuntimeError: [PID 19705] Timed out after 30.0s waiting for round id"
+)
+"""The error record of a rank whose next() ran the implicit round at its data's end."""
+FINITE_DATA = DataSpec(sources=(SourceSpec("a", exhausted="stop"),))
+ENDLESS_DATA = DataSpec(sources=(SourceSpec("a", exhausted="repeat"),))
+
+
+def _ended(mtp: bool, data: DataSpec, error: str, in_next: bool) -> ScenarioOutcome:
+    """Launch 0 failed with rank 2's ``error`` (raised by ``next()`` where ``in_next``)."""
+    from types import SimpleNamespace
+
+    scenario = Scenario(
+        data=data,
+        pipeline=PipelineSpec(canonical_replicas=4, runner="process", mtp_mode=mtp),
+        phases=(Phase(3, 4),),
+    )
+    record = RankRecord(rank=2)
+    where = {"fetch_at": 1.0} if in_next else {}
+    record.events.append({"kind": "error", "error": error, **where})
+    spec = SimpleNamespace(restore_from=None)
+    records = [RankRecord(rank=0), record]
+    run = SimpleNamespace(index=0, phase=scenario.phases[0], spec=spec, records=records)
+    problem = Problem(Area.LAUNCH, "RuntimeError", "phase 0 failed", phase=0, rank=2)
+    return ScenarioOutcome(scenario, None, phases=[run], problems=[problem])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("mtp", "data", "error", "in_next", "explained"),
+    [
+        (True, FINITE_DATA, MTP_END, True, True),
+        (False, FINITE_DATA, MTP_END, True, False),  # no MTP child: no implicit round
+        (True, ENDLESS_DATA, MTP_END, True, False),  # no data ends
+        (True, FINITE_DATA, MTP_END, False, False),  # raised by checkpoint(), not next()
+        (True, FINITE_DATA, "RuntimeError: MTP subprocess exited unexpectedly", True, False),
+    ],
+    ids=["end-of-data", "no-mtp", "endless", "in-checkpoint", "dead-child"],
+)
+def test_a_next_that_failed_the_implicit_round_at_the_data_end_is_the_mtp_defect(
+    mtp: bool, data: DataSpec, error: str, in_next: bool, explained: bool
+) -> None:
+    from zephon_chaos.explore.known import MTP_END_OF_DATA_WAITS
+
+    outcome = _ended(mtp, data, error, in_next)
+    assert MTP_END_OF_DATA_WAITS.explains(outcome, outcome.problems[0]) is explained
+    assert (explaining(outcome) == [MTP_END_OF_DATA_WAITS]) is explained
