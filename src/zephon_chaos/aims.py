@@ -147,13 +147,10 @@ def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
         checkpoints = (CheckpointAt(steps),)
     rank = _rank(aim.role, draws.rank, ph.world_size)
     cleared = replace(
-        ph,
+        ph.unfaulted(),
         steps=steps,
         checkpoints=checkpoints,
-        rank_faults=(),
-        proxy_faults=(),
-        store_faults=(),
-        lags=(),
+        max_restarts=ph.max_restarts,  # as drawn: normalising keeps it beside a rank fault
         retry=aim.retry,
         expect_failure=False,
         expect_error="",
@@ -193,18 +190,7 @@ def _child_aimed(s: Scenario, aim: Aim, draws: Draws) -> Scenario:
     steps = max(1 if last else 2, ph.steps)
     at_step = steps if last else 1 + draws.rank % (steps - 1)
     fault = ChildFault(rank=draws.rank % ph.world_size, at_step=at_step, target=aim.action)
-    first = replace(
-        ph,
-        steps=steps,
-        rank_faults=(),
-        proxy_faults=(),
-        store_faults=(),
-        lags=(),
-        max_restarts=0,
-        retry="none",
-        sync="lockstep",
-        child_faults=(fault,),
-    )
+    first = replace(ph.unfaulted(), steps=steps, sync="lockstep", child_faults=(fault,))
     # A relaunch over endless data runs as long as it was drawn (over finite data: until the
     # data ran out, 10,000 steps): the steps of a plain draw keep it short.
     later = tuple(replace(p, steps=min(p.steps, CHILD_RELAUNCH_STEPS)) for p in s.phases[1:])

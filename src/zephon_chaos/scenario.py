@@ -120,6 +120,19 @@ class Phase:
         """Data-parallel groups of the launch (Zephon's ``dp_degree``); lanes are theirs."""
         return self.world_size // max(1, self.tp)
 
+    def unfaulted(self) -> Phase:
+        """This launch with no fault of any kind, no restart and no retry policy."""
+        return replace(
+            self,
+            rank_faults=(),
+            proxy_faults=(),
+            store_faults=(),
+            lags=(),
+            child_faults=(),
+            max_restarts=0,
+            retry="none",
+        )
+
     @property
     def restore_point(self) -> CheckpointAt | None:
         """The checkpoint the next phase restores from: the last one this phase takes."""

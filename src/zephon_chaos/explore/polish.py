@@ -46,19 +46,6 @@ def _clamped(ph: Phase, steps: int) -> Phase:
     return replace(ph, steps=steps, checkpoints=cps, rank_faults=faults, child_faults=children)
 
 
-def _unfaulted(ph: Phase) -> Phase:
-    return replace(
-        ph,
-        rank_faults=(),
-        proxy_faults=(),
-        store_faults=(),
-        lags=(),
-        child_faults=(),
-        max_restarts=0,
-        retry="none",
-    )
-
-
 def normalised_candidates(s: Scenario) -> Iterator[Scenario]:
     """The candidates as polishing judges them: each made to obey the scenario rules, then
     validated (a ``ScenarioError`` here is a gap in ``normalised``, not a candidate to skip)."""
@@ -73,7 +60,7 @@ def candidates(s: Scenario) -> Iterator[Scenario]:
     for i in range(len(phases)):
         if len(phases) > 1:
             yield _phases(s, phases[:i] + phases[i + 1 :])
-    faulted = [_unfaulted(ph) for ph in phases]
+    faulted = [ph.unfaulted() for ph in phases]
     if faulted != phases:  # all faults at once: an aimed round may have added several
         yield _phases(s, faulted)
     p = s.pipeline
