@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from zephon_chaos.diagnostics.frames import ThreadStack
 from zephon_chaos.oracles.policies import RoundOutcome
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
@@ -375,13 +376,28 @@ MISSED_ROUND_POISONS_NEXT = KnownDefect(
 
 
 WATCHDOG_REDISPATCH = "_handle_dead_worker"
-"""The function of Zephon's process runner in which its watchdog re-dispatches a dead
-worker's commands (``_internal/runners/process.py``)."""
+"""Where Zephon's process-runner watchdog re-dispatches a dead worker's commands."""
+WORKER_MAIN = "_process_worker_main"
+"""A process-runner worker's loop (``_internal/runners/process.py``)."""
+LOCK_WAIT = "SemLock.__enter__"
+"""A wait for a multiprocessing lock: in a worker, for its task queue's read lock."""
 
 
-def _wedged_watchdog(outcome: ScenarioOutcome, problem: Problem) -> bool:
-    """A launch whose child fault killed workers hung, and its stacks show the watchdog
-    still re-dispatching (a frame of ``_handle_dead_worker`` under ``runners/process.py``)."""
+def _locked_out(thread: ThreadStack) -> bool:
+    """A thread stuck for good by a killed worker: a worker waiting for its task queue's read
+    lock, or the watchdog re-dispatching into the queue nobody can read."""
+    funcs = [frame.func for frame in thread.frames]
+    in_worker = any(f.split(".")[-1] == WORKER_MAIN for f in funcs) and LOCK_WAIT in funcs
+    in_watchdog = any(
+        f.split(".")[-1] == WATCHDOG_REDISPATCH and frame.file.endswith("process.py")
+        for f, frame in zip(funcs, thread.frames, strict=True)
+    )
+    return in_worker or in_watchdog
+
+
+def _orphaned_queue_lock(outcome: ScenarioOutcome, problem: Problem) -> bool:
+    """A launch whose child fault killed workers hung, and its stacks show a replacement
+    waiting for the task queue's read lock or the watchdog still re-dispatching."""
     from zephon_chaos.diagnostics.frames import parse_stacks
 
     if not problem.is_(Area.LAUNCH, Kind.TIMEOUT):
@@ -390,30 +406,32 @@ def _wedged_watchdog(outcome: ScenarioOutcome, problem: Problem) -> bool:
     if run is None or not run.phase.child_faults:
         return False
     return any(
-        frame.func.split(".")[-1] == WATCHDOG_REDISPATCH and frame.file.endswith("process.py")
-        for text in run.result.stacks.values()
-        for thread in parse_stacks(text)
-        for frame in thread.frames
+        _locked_out(thread) for text in run.result.stacks.values() for thread in parse_stacks(text)
     )
 
 
-WORKER_DEATH_WEDGES_CLOSE = KnownDefect(
-    id="worker-death-wedges-close",
+KILLED_WORKER_ORPHANS_QUEUE_LOCK = KnownDefect(
+    id="killed-worker-orphans-task-queue-lock",
     summary=(
-        "with runner='process', workers killed while the consumer does not draw (a "
-        "checkpoint, the end of the loop) can leave Zephon's watchdog blocked re-dispatching "
-        "their commands while it holds the runner's shutdown lock, so closing the pipeline "
-        "never returns and the rank cannot exit"
+        "with runner='process', a worker killed while it waits for its next command (the "
+        "consumer paused, or the workers ahead of it) keeps its task queue's read lock for "
+        "good: no replacement reads a command again, the watchdog blocks re-dispatching under "
+        "the runner's shutdown lock, and next() (once the buffers are drawn) and close() never "
+        "return"
     ),
     evidence=(
-        "zephon 0.2.0 _internal/runners/process.py: _watchdog_loop handles dead workers under "
-        "`with self._shutdown_lock` (1021); _handle_dead_worker re-dispatches every pending "
-        "command of the stage for each dead worker (1113-1114) with a blocking "
-        "task_queue.put (1274-1284) into a queue bounded at queue_capacity x parallelism "
-        "(1716-1719); _shutdown_workers takes the lock with no timeout (1838). Standalone: "
-        "tests/zephon/repro/paused_worker_death.py (docs/faults.md Findings 10)"
+        "zephon 0.2.0 _internal/runners/process.py: a worker waits with a blocking "
+        "config.task_queue.get() (456) on a multiprocessing.Queue shared by the stage's "
+        "workers (NamedQueue, runners/queue.py 59), whose get holds the queue's cross-process "
+        "read lock while it waits (CPython multiprocessing/queues.py 102-103); "
+        "_handle_dead_worker (1077-1287) replaces the process but not the queue, and "
+        "re-dispatches every pending command per dead worker (1113-1114) with a blocking put "
+        "(1274-1284) under _shutdown_lock (_watchdog_loop, 1021); _shutdown_workers takes "
+        "that lock with no timeout (1838). Standalone: tests/zephon/repro/paused_worker_death.py "
+        "(killed: one worker reading the task pipe, three waiting for its lock; all three "
+        "replacements wait for the lock, none reads; docs/faults.md Findings 10)"
     ),
-    explains=_wedged_watchdog,
+    explains=_orphaned_queue_lock,
 )
 
 
@@ -473,7 +491,7 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     STALLED_HOSTED_STORE,
     DEAD_STORE_ACK_CLEANUP,
     MISSED_ROUND_POISONS_NEXT,
-    WORKER_DEATH_WEDGES_CLOSE,
+    KILLED_WORKER_ORPHANS_QUEUE_LOCK,
     MTP_END_OF_DATA_WAITS,
 )
 

@@ -232,6 +232,17 @@ Current thread 0x00007f1e2f1b2740 (most recent call first):
   File "/x/zephon/_internal/runners/process.py", line 1838 in _shutdown_workers
 """
 """The same hang as faulthandler dumps it."""
+PYSPY_LOCKED_WORKER = """\
+Process 4250: python -c from multiprocessing.spawn import spawn_main
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 4250 (idle): "MainThread"
+    SemLock.__enter__ (/usr/lib/python3.11/multiprocessing/synchronize.py:95)
+    Queue.get (/usr/lib/python3.11/multiprocessing/queues.py:102)
+    NamedQueue.get (/x/site-packages/zephon/_internal/runners/queue.py:224)
+    {func} (/x/site-packages/zephon/_internal/runners/process.py:456)
+"""
+"""A replacement worker of the hung rank waiting for its task queue's read lock."""
 LAUNCH_TIMEOUT = Problem(Area.LAUNCH, Kind.TIMEOUT, "phase 0: launch timed out", phase=0)
 LAUNCH_ERROR = dataclasses.replace(LAUNCH_TIMEOUT, kind="RuntimeError")
 LIVENESS_WAIT = dataclasses.replace(LAUNCH_TIMEOUT, area=Area.LIVENESS, kind=Kind.UNBOUNDED_WAIT)
@@ -276,24 +287,38 @@ def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_work
         "another-launch",
     ],
 )
-def test_a_hung_launch_whose_watchdog_redispatches_is_the_worker_death_defect(
+def test_a_hung_launch_whose_watchdog_redispatches_is_the_orphaned_lock_defect(
     stack: str, child_fault: bool, func: str, problem: Problem, explained: bool
 ) -> None:
     """Explained only for a launch that timed out after its child fault, with the watchdog's
     re-dispatch frame in its stacks, in either dump format the harness captures."""
-    from zephon_chaos.explore.known import WORKER_DEATH_WEDGES_CLOSE
+    from zephon_chaos.explore.known import KILLED_WORKER_ORPHANS_QUEUE_LOCK
 
     outcome = _wedged(stack, child_fault, func)
-    assert WORKER_DEATH_WEDGES_CLOSE.explains(outcome, problem) is explained  # type: ignore[arg-type]
+    assert KILLED_WORKER_ORPHANS_QUEUE_LOCK.explains(outcome, problem) is explained  # type: ignore[arg-type]
 
 
-def test_the_worker_death_defect_is_known_and_explains_its_hang_alone() -> None:
+@pytest.mark.parametrize(
+    ("func", "explained"), [("_process_worker_main", True), ("_service_loop", False)]
+)
+def test_a_replacement_worker_waiting_for_the_queue_lock_is_the_orphaned_lock_defect(
+    func: str, explained: bool
+) -> None:
+    """A worker of the hung launch waits for its task queue's read lock: explained with no
+    watchdog frame in the stacks (a lock wait elsewhere is not)."""
+    from zephon_chaos.explore.known import KILLED_WORKER_ORPHANS_QUEUE_LOCK
+
+    outcome = _wedged(PYSPY_LOCKED_WORKER, func=func)
+    assert KILLED_WORKER_ORPHANS_QUEUE_LOCK.explains(outcome, LAUNCH_TIMEOUT) is explained  # type: ignore[arg-type]
+
+
+def test_the_orphaned_lock_defect_is_known_and_explains_its_hang_alone() -> None:
     """Registered with the known defects, it sets the hang aside; no other defect claims it."""
-    from zephon_chaos.explore.known import WORKER_DEATH_WEDGES_CLOSE
+    from zephon_chaos.explore.known import KILLED_WORKER_ORPHANS_QUEUE_LOCK
 
     run = _wedged(PYSPY_WEDGED).phases[0]  # type: ignore[attr-defined]
     outcome = ScenarioOutcome(Scenario(), None, phases=[run], problems=[LAUNCH_TIMEOUT])
-    assert explaining(outcome) == [WORKER_DEATH_WEDGES_CLOSE]
+    assert explaining(outcome) == [KILLED_WORKER_ORPHANS_QUEUE_LOCK]
     assert judged_ok(outcome)
 
 

@@ -1,41 +1,48 @@
-"""Standalone (torch, zephon and the standard library only): worker processes of a
-``runner="process"`` pipeline killed while its consumer pauses wedge Zephon's watchdog; a
-killed worker is never replaced and ``close()`` never returns.
+"""Standalone (torch, zephon and the standard library only): a worker process of a
+``runner="process"`` pipeline killed while it waits for its next command leaves its stage's
+task queue locked for good: no replacement ever reads a command, and ``close()`` (or, once
+the buffered batches are drawn, ``next()``) never returns.
 
 Run: ``python paused_worker_death.py CASE``, CASE ``paused`` or ``drawing``. One rank
 (``runner="process"``, torchtitan-zephon's default, 4 fetch workers), ``ZEPHON_WATCHDOG_POLL_S``
 as the caller sets it. The consumer draws 3 batches; in ``paused`` it then pauses for
-``PAUSE_S`` (a trainer's evaluation or checkpoint save: the prefetch fills and the workers
-stop at their backpressure); every worker is SIGKILLed (the OOM killer, in a trainer);
-the script waits for as many new worker processes (a logical event, bounded by
-``RESPAWN_S``), in ``drawing`` drawing on as it waits; it draws 12 more and closes the
-iterator, in a thread it waits ``CLOSE_S`` for.
+``PAUSE_S`` (a trainer's evaluation or checkpoint save: the prefetch fills, the task queue
+empties, and the workers wait in it for their next command); every worker is SIGKILLed (the
+OOM killer, in a trainer); the script waits for as many new worker processes (a logical
+event, bounded by ``RESPAWN_S``), in ``drawing`` drawing on as it waits; it draws 12 more
+and closes the iterator, in a thread it waits ``CLOSE_S`` for.
 
-Observed (zephon 0.2.0, 2 cores): ``drawing`` replaces every worker and closes in about 5 s.
-``paused`` replaces 3 of the 4 and never closes: the watchdog thread blocks in
-``multiprocessing.Queue.put`` inside ``_handle_dead_worker`` while it holds the runner's
-``_shutdown_lock``, and the closing thread waits for that lock in ``_shutdown_workers``.
-Nothing drains the task queue any more: the workers wait on their backpressure, and the
-consumer is closing. The 12 batches in between are right (the live workers do the work);
-what hangs is every later death and the shutdown, so a torchrun rank never exits.
+Observed (zephon 0.2.0, 2 cores): ``drawing`` kills busy workers (all running), replaces
+every one and closes in about 3-5 s. ``paused`` kills idle ones: one reading the task
+queue's pipe, three waiting for its read lock. Three replacements start, and all three wait
+for that lock (``/proc/PID/syscall``: futex; none reads the pipe); the watchdog blocks
+putting the dead workers' commands back into the full queue, holding the runner's
+``_shutdown_lock``; the closing thread waits for that lock. The 12 batches in between come
+from the buffers.
 
-Cause, in Zephon 0.2.0's source (``_internal/runners/process.py``):
+Cause, in Zephon 0.2.0's source:
 
-- ``_watchdog_loop`` (995-1043) handles every dead worker inside
-  ``with self._shutdown_lock`` (1021), one after another, in one pass;
-- ``_handle_dead_worker`` (1077-1287) re-dispatches every pending command of the stage for
-  each dead worker (``to_consider``, 1113-1114: 14 of them four times here) with a blocking
-  ``task_queue.put(cmd)`` (1274-1284, "these puts can't deadlock"); the queue is bounded,
-  ``queue_capacity`` x parallelism slots (1716-1719: 16 here), and the fresh worker drains
-  it only as long as its results can flow on to a consumer;
+- a worker waits for its next command with a blocking ``config.task_queue.get()``
+  (``_internal/runners/process.py`` 456) on a ``NamedQueue``, a ``multiprocessing.Queue``
+  (``_internal/runners/queue.py`` 59) shared by the stage's workers, whose ``get`` holds the
+  queue's cross-process read lock while it waits on the pipe (CPython
+  ``multiprocessing/queues.py`` 102-103). A worker SIGKILLed there never releases it, and
+  Zephon's watchdog replaces the process but not the queue or its lock
+  (``_handle_dead_worker``, 1077-1287);
+- ``_handle_dead_worker`` re-dispatches every pending command of the stage for each dead
+  worker (``to_consider``, 1113-1114) with a blocking ``task_queue.put(cmd)`` (1274-1284,
+  "these puts can't deadlock") into the bounded queue (``queue_capacity`` x parallelism,
+  1716-1719), which nobody can read any more; it does so under ``self._shutdown_lock``
+  (``_watchdog_loop``, 1021);
 - ``_shutdown_workers`` (1837-1838) takes ``_shutdown_lock`` without a timeout, after
   ``close()`` (2342-2358) gave the watchdog one second to stop (``_stop_watchdog``, 987-993).
 
-Prints one JSON line: ``{"case", "killed", "respawned", "drawn", "closed_s" (None: not closed
-within CLOSE_S), "watchdog", "closing"}``, the last two the innermost Zephon frames
-(``function:line``) of the watchdog thread and of the closing thread when the close did not
-return. A close that did not return leaves threads that would hang the interpreter's exit, so
-the script then kills its children and leaves with ``os._exit``.
+Prints one JSON line: ``{"case", "killed", "respawned", "drawn", "killed_waiting_in",
+"replacements_waiting_in", "closed_s" (None: not closed within CLOSE_S), "watchdog",
+"closing"}``: the system calls the killed workers and their replacements waited in, and the
+innermost Zephon frames (``function:line``) of the watchdog thread and of the closing thread
+when the close did not return. A close that did not return leaves threads that would hang
+the interpreter's exit, so the script then kills its children and leaves with ``os._exit``.
 """
 
 from __future__ import annotations
@@ -109,6 +116,20 @@ def workers() -> list[int]:
     return [pid for pid in children() if b"spawn_main" in read_proc(f"/proc/{pid}/cmdline")]
 
 
+SYSCALLS = {0: "read", 7: "poll", 202: "futex", 232: "epoll_wait", 271: "ppoll"}
+"""x86_64 system call numbers a waiting worker shows in ``/proc/PID/syscall``: reading its
+task queue's pipe (read, poll), or waiting for a lock (futex: the queue's read lock)."""
+
+
+def waiting_in(pid: int) -> str:
+    """The system call worker ``pid`` waits in ("running" when it runs, "" once it ended)."""
+    fields = read_proc(f"/proc/{pid}/syscall").split()
+    if not fields or fields[0] == b"running":
+        return "running" if fields else ""
+    number = int(fields[0])
+    return SYSCALLS.get(number, str(number))
+
+
 def zephon_frames(thread: threading.Thread | None) -> list[str]:
     """The thread's innermost frames in Zephon's runners, ``function:line``, innermost first."""
     frame = sys._current_frames().get(thread.ident or -1) if thread is not None else None
@@ -128,6 +149,7 @@ def run(case: str) -> dict[str, Any]:
     if case == "paused":
         time.sleep(PAUSE_S)
     victims = workers()
+    before = sorted(waiting_in(pid) for pid in victims)
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + RESPAWN_S
@@ -141,6 +163,10 @@ def run(case: str) -> dict[str, Any]:
     for _ in range(AFTER):
         next(it)
         drawn += 1
+    # Idle workers wait for their next command in the task queue's get(): one holds its read
+    # lock and reads the pipe, the others wait for that lock (futex). None reading it means
+    # the lock's holder is gone: a worker killed inside get().
+    waiting = sorted(waiting_in(pid) for pid in set(workers()) - set(victims))
     closer = threading.Thread(target=it.close, name="closer", daemon=True)
     began = time.monotonic()
     closer.start()
@@ -152,6 +178,8 @@ def run(case: str) -> dict[str, Any]:
         "killed": len(victims),
         "respawned": respawned,
         "drawn": drawn,
+        "killed_waiting_in": before,
+        "replacements_waiting_in": waiting,
         "closed_s": round(time.monotonic() - began, 2) if closed else None,
         "watchdog": [] if closed else zephon_frames(watchdog),
         "closing": [] if closed else zephon_frames(closer),

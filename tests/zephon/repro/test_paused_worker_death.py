@@ -1,6 +1,7 @@
-"""A Zephon defect, standalone: worker processes of ``runner="process"`` killed while the
-consumer pauses wedge Zephon's watchdog in a blocking re-dispatch under the runner's shutdown
-lock, so a killed worker is never replaced and closing the pipeline never returns
+"""A Zephon defect, standalone: a worker process of ``runner="process"`` killed while it waits
+for a command (the consumer paused, the task queue empty) keeps its task queue's read lock
+for good; the replacements wait for it, the watchdog blocks re-dispatching into the full
+queue under the runner's shutdown lock, and closing the pipeline never returns
 (``paused_worker_death.py``, torch and zephon only; its docstring cites the lines).
 
 Slow: the defect's case waits out its bounds (20 s for a replacement, 60 s for the close).
@@ -52,14 +53,19 @@ def test_a_close_that_does_not_return_waits_for_the_lock_the_watchdog_holds(
     if paused["closed_s"] is None:
         assert any(f.startswith("_handle_dead_worker:") for f in paused["watchdog"]), paused
         assert paused["closing"][0].startswith("_shutdown_workers:"), paused
+        # A killed worker was reading the task queue (it held its read lock); no replacement
+        # reads it: they all wait for that lock.
+        assert "read" in paused["killed_waiting_in"], paused
+        assert set(paused["replacements_waiting_in"]) == {"futex"}, paused
 
 
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
     reason=(
-        "Zephon defect: a worker killed while the consumer pauses wedges the watchdog under "
-        "the shutdown lock (see this module's docstring)"
+        "Zephon defect: a worker killed while it waits for a command leaves its task queue's "
+        "read lock held for good; the watchdog then blocks under the shutdown lock (see the "
+        "script's docstring)"
     ),
 )
 def test_workers_killed_while_the_consumer_pauses_are_replaced_and_the_pipeline_closes(
