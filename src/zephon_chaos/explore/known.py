@@ -85,6 +85,7 @@ MTP_WARNING_STAYS_IN_CHILD = KnownDefect(
     explains=_mtp_checkpoint,
 )
 
+
 def _launch_failed(problem: Problem) -> bool:
     """A launch that failed: unexpectedly, before its scheduled rank fault fired, or not with
     the error a refusal names; or, in a faulted launch, a rank whose error is not the fault's
@@ -154,7 +155,6 @@ STRING_KEY_ZERO_CID_RESTORE = KnownDefect(
     ),
     explains=_restored_string_keys_with_undrawn_lane,
 )
-
 
 
 def _over_bound(problem: Problem) -> bool:
