@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from zephon_chaos.explore.known import judged_ok
+from zephon_chaos.explore.known import KILLED_WORKER_ORPHANS_QUEUE_LOCK, explaining, judged_ok
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.scenario_rules import normalised
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD
@@ -62,12 +62,18 @@ def child_events(outcome: Any, kind: str) -> list[dict[str, Any]]:
 def test_workers_killed_mid_launch_are_replaced_and_every_lane_continues_exactly(
     resume_check,
 ) -> None:
+    """Unless a killed worker was waiting for its next command: then the launch hangs with
+    the known defect of Findings 10 (its task queue's lock held for good), which the explorer
+    reached this way, and nothing else is allowed."""
     scenario = killed_workers(at_step=2)
     assert scenario.phases[0].steps > 5  # drawn on past what Zephon's buffers hold
     outcome = resume_check(scenario)
-    assert outcome.ok, outcome.report()
     (kill,) = child_events(outcome, CHILD_FAULT_RECORD)
     assert kill["killed"], kill
+    if explaining(outcome) == [KILLED_WORKER_ORPHANS_QUEUE_LOCK]:
+        assert judged_ok(outcome), outcome.report()
+        return
+    assert outcome.ok, outcome.report()
     (alive,) = child_events(outcome, WORKERS_RECORD)
     assert set(alive["pids"]) - set(kill["killed"]), (kill, alive)
 
