@@ -217,9 +217,10 @@ RESTART_CHOICES = (0, 1)
 RESTART_ODDS = (3, 1)
 """torchrun ``--max-restarts`` of a launch with a rank fault: none, or one (torchrun tier)."""
 HOSTED_FAULT_DRAW = weighted(("none", "fault"), (3, 1))
-CHILD_FAULT_DRAW = weighted(("none", *CHILD_TARGETS), (1, 1))
-"""A kill of a rank's pipeline children (torchrun tier, with ``faults``)? Half the draws:
-normalising keeps it only beside worker processes, endless data and no other fault."""
+CHILD_FAULT_DRAW = weighted(("none", *CHILD_TARGETS), (2, 1, 1))
+"""A kill of a rank's pipeline children (torchrun tier, with ``faults``)? Half the draws, all
+of the rank's workers or one: normalising keeps it only beside worker processes, endless data
+and no other fault."""
 
 LINK_FAULT_DRAW = weighted(("none", "fault"), (1, 2))
 """A link fault in a launch that can take one? Twice in three: the point of ``store_faults``."""

@@ -26,10 +26,12 @@ def pipeline_workers(parent: psutil.Process | None = None) -> list[psutil.Proces
     return found
 
 
-def kill_workers() -> list[int]:
-    """SIGKILL every worker of this rank's pipeline; the PIDs signalled (empty: none found)."""
+def kill_workers(every: bool = True) -> list[int]:
+    """SIGKILL every worker of this rank's pipeline (else the one with the lowest PID); the
+    PIDs signalled (empty: none found)."""
     killed = []
-    for worker in pipeline_workers():
+    workers = sorted(pipeline_workers(), key=lambda w: w.pid)
+    for worker in workers if every else workers[:1]:
         with contextlib.suppress(psutil.NoSuchProcess):
             worker.send_signal(signal.SIGKILL)
             killed.append(worker.pid)

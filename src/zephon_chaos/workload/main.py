@@ -24,7 +24,7 @@ from zephon_chaos.workload.hooks import RankHooks
 from zephon_chaos.workload.meetings import lag_hooks, meet, meet_before_fault, record_collective
 from zephon_chaos.workload.plants import Plant
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD, RecordWriter
-from zephon_chaos.workload.spec import ChildFault, WorkloadSpec
+from zephon_chaos.workload.spec import ALL_WORKERS, ChildFault, WorkloadSpec
 
 
 def _aggregation(spec: WorkloadSpec) -> tuple[str | None, str | None]:
@@ -252,11 +252,19 @@ def run_rank(
 
 def _kill_children(fault: ChildFault, out: RecordWriter) -> None:
     """Apply ``fault`` and record what it killed: the evidence that it acted."""
-    from zephon_chaos.workload.children import kill_workers
+    from zephon_chaos.workload.children import kill_workers, pipeline_workers
 
+    before = sorted(w.pid for w in pipeline_workers())
     at = time.monotonic()
-    killed = kill_workers()
-    out.write(CHILD_FAULT_RECORD, at_step=fault.at_step, target=fault.target, at=at, killed=killed)
+    killed = kill_workers(every=fault.target == ALL_WORKERS)
+    out.write(
+        CHILD_FAULT_RECORD,
+        at_step=fault.at_step,
+        target=fault.target,
+        at=at,
+        killed=killed,
+        before=before,
+    )
     out.flush()
 
 

@@ -13,7 +13,8 @@ from typing import Any, TextIO
 SampleId = tuple[int, int, int]
 CHILD_FAULT_RECORD = "child-fault"
 """A rank killed its pipeline's children (``ChildFault``): ``at_step``, ``target``, ``at``
-(monotonic) and ``killed`` (the PIDs signalled), among the rank's ``events``."""
+(monotonic), ``killed`` (the PIDs signalled) and ``before`` (its workers just before), among
+the rank's ``events``."""
 WORKERS_RECORD = "workers"
 """A rank with a child fault, after its last batch: ``pids``, its live pipeline workers
 (replacements, where the killed ones were replaced)."""

@@ -128,8 +128,10 @@ class RankFault:
         return self.at != AT_STEP
 
 
-CHILD_TARGETS: tuple[str, ...] = ("workers",)
-"""What a ``ChildFault`` kills: ``workers``, every worker process of ``runner: process``."""
+CHILD_TARGETS: tuple[str, ...] = ("workers", "worker")
+"""What a ``ChildFault`` kills of ``runner: process``: ``workers``, every worker process of the
+rank; ``worker``, one (the lowest PID), as the OOM killer most often takes one."""
+ALL_WORKERS = CHILD_TARGETS[0]
 
 
 @dataclass(frozen=True)
@@ -137,8 +139,9 @@ class ChildFault:
     """A rank SIGKILLs its pipeline's own child processes, before consuming global step
     ``at_step``, and draws on: the rank lives, so the launch is judged as one that completes.
 
-    ``target`` (``CHILD_TARGETS``): ``workers``, the fetch workers Zephon's watchdog is to
-    replace, re-dispatching their work, so the batches must stay exactly the same.
+    ``target`` (``CHILD_TARGETS``): ``workers`` (all of the rank's) or ``worker`` (one), the
+    fetch workers Zephon's watchdog is to replace, re-dispatching their work, so the batches
+    must stay exactly the same.
     """
 
     rank: int

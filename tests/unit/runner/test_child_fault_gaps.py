@@ -21,14 +21,15 @@ MID, LAST = 3, STEPS
 KILLED = [101, 102]
 
 
-def fired(at_step: int, killed: list[int]) -> dict[str, Any]:
+def fired(at_step: int, killed: list[int], target: str = "workers") -> dict[str, Any]:
     """The child-fault record ``_kill_children`` writes on the killing rank."""
     return {
         "kind": "child-fault",
         "at_step": at_step,
-        "target": "workers",
+        "target": target,
         "at": 5.0,
         "killed": killed,
+        "before": [*killed, 103] if target == "worker" else killed,
     }
 
 
@@ -38,10 +39,14 @@ def workers(*pids: int) -> dict[str, Any]:
 
 
 def gaps(
-    tmp_path: Path, at_step: int, events: dict[int, list[dict[str, Any]]], ok: bool = True
+    tmp_path: Path,
+    at_step: int,
+    events: dict[int, list[dict[str, Any]]],
+    ok: bool = True,
+    target: str = "workers",
 ) -> list[tuple[HarnessGap, str]]:
     """The gaps of launch 1 of two ranks whose rank 0 kills its workers before ``at_step``."""
-    phase = Phase(2, STEPS, child_faults=(ChildFault(0, at_step),))
+    phase = Phase(2, STEPS, child_faults=(ChildFault(0, at_step, target),))
     run = launch(tmp_path, phase, ok, [], index=1)
     run.records = [RankRecord(rank=r, events=events.get(r, [])) for r in range(2)]
     return [(g.gap, g.detail) for g in child_fault_gaps(run)]
@@ -99,3 +104,13 @@ def test_a_failed_launch_is_judged_by_its_failure_not_by_its_child_fault(tmp_pat
     """A launch that failed has a problem of its own; its missing record is no harness gap."""
     assert gaps(tmp_path, MID, {}, ok=False) == []
     assert gaps(tmp_path, MID, {}, ok=True), "the same launch, completed, is one"
+
+
+def test_one_killed_worker_of_several_needs_no_replacement_by_the_end(tmp_path: Path) -> None:
+    """The others serve the tail while the watchdog's poll comes round: a kill of one worker
+    must only have killed it, and one that found none is still a gap."""
+    one = [KILLED[0]]
+    unreplaced = {0: [fired(MID, one, "worker"), workers(*one)]}
+    assert gaps(tmp_path, MID, unreplaced, target="worker") == []
+    [(gap, _)] = gaps(tmp_path, MID, {0: [fired(MID, [], "worker")]}, target="worker")
+    assert gap is HarnessGap.CHILD_FAULT_MISSED

@@ -110,3 +110,13 @@ def test_with_no_spawn_child_nothing_is_killed(bystander: subprocess.Popen[bytes
     ``runner.checks.child_fault_gaps`` reads as a fault that found no worker."""
     assert kill_workers() == []
     assert bystander.poll() is None
+
+
+def test_killing_one_worker_takes_the_lowest_pid_only(
+    worker: BaseProcess, bystander: subprocess.Popen[bytes]
+) -> None:
+    """``kill_workers(every=False)``: one worker, as the OOM killer most often takes one."""
+    assert kill_workers(every=False) == [worker.pid]
+    worker.join(STOP_S)
+    assert worker.exitcode == -signal.SIGKILL
+    assert bystander.poll() is None
