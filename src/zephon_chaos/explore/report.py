@@ -17,6 +17,7 @@ from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.liveness_table import LivenessTally
 from zephon_chaos.explore.space import Declared, Space, declare
 from zephon_chaos.explore.tiers import replay_command
+from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.problem import Area
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
@@ -390,8 +391,10 @@ def write_summary(result: ExploreResult) -> Path:
         "whether a restored checkpoint was mid-window. One finding per signature; its "
         "smallest scenario is kept. "
         "`known.<id>`: only a known defect of Zephon is involved. "
-        "`harness.<kind>`: the harness raised (the exception's type) or could not describe a "
-        "failure (`unknown-exit-status`, `no-error-message`).",
+        "`harness.<kind>`: the harness raised (the exception's type), could not describe a "
+        "failure, or a fault did not act ("
+        + ", ".join(f"`{gap.value}`" for gap in HarnessGap)
+        + ").",
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
