@@ -144,7 +144,7 @@ def rank_rounds(
             if ev.get("kind") == "checkpoint_attempt" and ev.get("index") == index
         ]
         outcome = _rank_outcome(result, rec.rank)
-        error = next((ev for ev in rec.events if ev.get("kind") == "error"), None)
+        error = rec.error
         stopped = bool(outcome and outcome.killed_by_harness)
         if final is None and error is not None and not rec.checkpoints and not stopped:
             # Failed before its first checkpoint (an unreachable store fails the pipeline at

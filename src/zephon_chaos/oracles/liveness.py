@@ -67,7 +67,7 @@ def timings_of(rec: RankRecord) -> list[Timing]:
     if rec.exhausted_fetch is not None:
         at, seconds = rec.exhausted_fetch
         fetches.append(Timing(r, Step.FETCH, at, seconds, index=rec.exhausted_after))
-    error = next((ev for ev in rec.events if ev.get("kind") == "error"), None)
+    error = rec.error
     if error is not None and error.get("fetch_at") is not None:
         at = float(error["fetch_at"])
         fetches.append(Timing(r, Step.FETCH, at, float(error["at"]) - at, ok=False))

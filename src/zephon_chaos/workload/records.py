@@ -88,6 +88,12 @@ class RankRecord:
     exhausted_fetch: tuple[float, float] | None = None
     """(start, seconds) of the next() that raised StopIteration."""
 
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The rank's ``error`` record (why it failed, when, and ``fetch_at`` where its
+        ``next()`` raised), if it failed."""
+        return next((ev for ev in self.events if ev.get("kind") == "error"), None)
+
 
 def read_rank(out_dir: Path | str, rank: int) -> RankRecord:
     """Read one rank's records; a torn last line (a crash mid-write) is ignored."""
