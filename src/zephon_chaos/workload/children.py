@@ -26,11 +26,11 @@ def pipeline_workers(parent: psutil.Process | None = None) -> list[psutil.Proces
     return found
 
 
-def kill_workers(every: bool = True) -> list[int]:
-    """SIGKILL every worker of this rank's pipeline (else the one with the lowest PID); the
-    PIDs signalled (empty: none found)."""
+def kill_workers(every: bool = True, workers: list[psutil.Process] | None = None) -> list[int]:
+    """SIGKILL every worker of this rank's pipeline (else the one with the lowest PID), of
+    ``workers`` where the caller listed them already; the PIDs signalled (empty: none)."""
     killed = []
-    workers = sorted(pipeline_workers(), key=lambda w: w.pid)
+    workers = sorted(pipeline_workers() if workers is None else workers, key=lambda w: w.pid)
     for worker in workers if every else workers[:1]:
         with contextlib.suppress(psutil.NoSuchProcess):
             worker.send_signal(signal.SIGKILL)

@@ -254,16 +254,16 @@ def _kill_children(fault: ChildFault, out: RecordWriter) -> None:
     """Apply ``fault`` and record what it killed: the evidence that it acted."""
     from zephon_chaos.workload.children import kill_workers, pipeline_workers
 
-    before = sorted(w.pid for w in pipeline_workers())
+    workers = pipeline_workers()
     at = time.monotonic()
-    killed = kill_workers(every=fault.target == ALL_WORKERS)
+    killed = kill_workers(every=fault.target == ALL_WORKERS, workers=workers)
     out.write(
         CHILD_FAULT_RECORD,
         at_step=fault.at_step,
         target=fault.target,
         at=at,
         killed=killed,
-        before=before,
+        before=sorted(w.pid for w in workers),
     )
     out.flush()
 
