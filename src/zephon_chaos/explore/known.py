@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zephon_chaos.diagnostics.frames import ThreadStack
+from zephon_chaos.diagnostics.frames import ThreadStack, parse_stacks
 from zephon_chaos.oracles.policies import RoundOutcome
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
@@ -386,11 +386,11 @@ LOCK_WAIT = "SemLock.__enter__"
 def _locked_out(thread: ThreadStack) -> bool:
     """A thread stuck for good by a killed worker: a worker waiting for its task queue's read
     lock, or the watchdog re-dispatching into the queue nobody can read."""
-    funcs = [frame.func for frame in thread.frames]
-    in_worker = any(f.split(".")[-1] == WORKER_MAIN for f in funcs) and LOCK_WAIT in funcs
+    names = {frame.func.split(".")[-1] for frame in thread.frames}
+    in_worker = WORKER_MAIN in names and any(f.func == LOCK_WAIT for f in thread.frames)
     in_watchdog = any(
-        f.split(".")[-1] == WATCHDOG_REDISPATCH and frame.file.endswith("process.py")
-        for f, frame in zip(funcs, thread.frames, strict=True)
+        f.func.split(".")[-1] == WATCHDOG_REDISPATCH and f.file.endswith("process.py")
+        for f in thread.frames
     )
     return in_worker or in_watchdog
 
@@ -398,8 +398,6 @@ def _locked_out(thread: ThreadStack) -> bool:
 def _orphaned_queue_lock(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A launch whose child fault killed workers hung, and its stacks show a replacement
     waiting for the task queue's read lock or the watchdog still re-dispatching."""
-    from zephon_chaos.diagnostics.frames import parse_stacks
-
     if not problem.is_(Area.LAUNCH, Kind.TIMEOUT):
         return False
     run = _run(outcome, problem)
@@ -452,12 +450,11 @@ def _mtp_end_of_data(outcome: ScenarioOutcome, problem: Problem) -> bool:
     if run is None:
         return False
     return any(
-        ev.get("kind") == "error"
-        and ev.get("fetch_at") is not None
-        and str(ev.get("error", "")).startswith(MTP_CAPTURE_FAILED)
+        (error := rec.error) is not None
+        and error.get("fetch_at") is not None
+        and str(error.get("error", "")).startswith(MTP_CAPTURE_FAILED)
         for rec in run.records
         if rec.rank == problem.rank
-        for ev in rec.events
     )
 
 
