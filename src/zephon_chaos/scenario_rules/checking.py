@@ -30,12 +30,14 @@ from zephon_chaos.scenario_rules.predicates import (
     cannot_run_dry,
     child_tail_steps,
     clash,
+    faulted_otherwise,
     is_finite,
     lag_fits,
     lanes_per_rank,
     missing_point,
     no_point_round,
     no_round,
+    own_workers,
     rank_point,
     refusal,
     restored_c,
@@ -324,7 +326,7 @@ def _child_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     ph, where = s.phases[i], f"phases[{i}]"
     if not ph.child_faults:
         return
-    if s.pipeline.runner != "process" or s.pipeline.mtp_mode:
+    if not own_workers(s.pipeline):
         yield Violation(
             f"{where}.child_faults",
             "only runner 'process' without mtp_mode gives a rank worker processes of its own "
@@ -336,7 +338,7 @@ def _child_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
             "over finite data a rank whose data ran out never reaches its fault; "
             "use endless sources (exhausted: repeat) or drop the fault",
         )
-    if ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags or len(ph.child_faults) > 1:
+    if faulted_otherwise(ph) or len(ph.child_faults) > 1:
         yield Violation(
             f"{where}.child_faults",
             "a launch with a child fault has no other fault, another child fault included "

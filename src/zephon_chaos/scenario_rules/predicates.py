@@ -15,6 +15,7 @@ from zephon_chaos.workload.spec import (
     ROUND_PHASES,
     CheckpointAt,
     DataSpec,
+    PipelineSpec,
     RankFault,
     RankLag,
 )
@@ -158,6 +159,18 @@ class Violation:
 def is_finite(data: DataSpec) -> bool:
     """Some source stops when it runs out (``exhausted: stop``)."""
     return any(src.exhausted == "stop" for src in data.sources)
+
+
+def own_workers(pipeline: PipelineSpec) -> bool:
+    """Each rank's pipeline workers are its own children, for a child fault to kill: runner
+    ``process`` without ``mtp_mode`` (under which they are the MTP child's)."""
+    return pipeline.runner == "process" and not pipeline.mtp_mode
+
+
+def faulted_otherwise(ph: Phase) -> bool:
+    """The launch carries a fault beside any child fault: a rank, link or hosted-store fault,
+    or a lag."""
+    return bool(ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags)
 
 
 def lanes_per_rank(

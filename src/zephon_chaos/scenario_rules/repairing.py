@@ -24,12 +24,14 @@ from zephon_chaos.scenario_rules.predicates import (
     RUN_DRY_STEPS,
     child_tail_steps,
     collective,
+    faulted_otherwise,
     is_finite,
     lag_fits,
     laid_out_tp,
     missing_point,
     no_point_round,
     no_round,
+    own_workers,
     rank_point,
     refusal,
     retried,
@@ -56,16 +58,13 @@ def normalised(s: Scenario) -> Scenario:
 def _with_children(s: Scenario, i: int, ph: Phase) -> Phase:
     """``ph`` with its child faults kept only where the rules allow them (worker processes,
     endless data, no other fault), each on a rank of the launch and a step that has a batch."""
-    p = s.pipeline
-    alone = not (ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags)
     if (
         not ph.child_faults
         or ph.expect_failure
         or ph.steps < 1
-        or p.runner != "process"
-        or p.mtp_mode
+        or not own_workers(s.pipeline)
         or is_finite(s.data)
-        or not alone
+        or faulted_otherwise(ph)
     ):
         return replace(ph, child_faults=())
     kept = tuple(
