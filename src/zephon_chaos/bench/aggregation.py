@@ -29,6 +29,9 @@ from zephon_chaos.errors import HarnessError
 
 Mode = Literal["store", "dir"]
 CANONICAL_REPLICAS = 16
+SETTLE_S = 10.0
+SETTLE_POLL_S = 0.01
+SETTLED_READS = 4
 ROUND_TIMEOUT_S = 120.0
 
 
@@ -126,6 +129,28 @@ def _pipelines(
     ]
 
 
+def settle(pipe: Any) -> None:
+    """Wait until the pipeline's tail prefetch has filled (its state stops growing).
+
+    The in-flight samples of the prefetched batches are part of every checkpoint, and a
+    trainer checkpoints after a step's compute, during which its loader's prefetch refills.
+    A state taken right after the batches carries a third of them (measured: 1.2 against
+    2.1 KB a shard at 16 ranks), and its refill competes with the round for the interpreter.
+    """
+    from zephon._internal.checkpoint import AggregationCodec
+
+    codec = AggregationCodec()
+    deadline = time.monotonic() + SETTLE_S
+    sizes: list[int] = []
+    while time.monotonic() < deadline:
+        sizes.append(len(codec.encode(pipe._engine._state_dict_local())))
+        if len(sizes) >= SETTLED_READS and len(set(sizes[-SETTLED_READS:])) == 1:
+            return
+        time.sleep(SETTLE_POLL_S)  # polling a condition (the state's size), with a deadline
+    raise BenchError(f"a calibration pipeline's state kept changing for {SETTLE_S} s "
+                     f"(sizes {sizes[-5:]}): its prefetch never settled")
+
+
 def run_rounds(
     pipes: list[Any],
     rounds: int,
@@ -154,6 +179,7 @@ def run_rounds(
             for _ in range(per_lane):
                 next(it)
             for _ in range(rounds):
+                settle(pipes[rank])
                 start.wait()
                 starts[rank] = time.monotonic()
                 with warnings.catch_warnings():

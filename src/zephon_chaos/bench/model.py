@@ -27,10 +27,12 @@ service time to the path (its last request is served last), which is exact when 
 arrives at once (the followers are woken together) and an upper bound otherwise.
 
 CPU: a rank snapshots its lanes and encodes its shard; the leader decodes every shard,
-merges, encodes and decodes the result; each follower decodes the result. Each cost is a fixed
-part plus a part per lane. Where ranks are processes with their own cores the followers' CPU
-runs side by side (``Cpu.parallel``); where they are threads of one Python process (the bench)
-it runs one after another, with each request's client CPU.
+merges, encodes and decodes the result; each follower decodes the result. Each cost is a
+fixed part plus a part per lane; the merged result also carries a record per rank, so its
+bytes, its encoding and its decoding grow with the world too, and merging costs a part per
+shard. Where ranks are processes with their own cores the followers' CPU runs side by side
+(``Cpu.parallel``); where they are threads of one Python process (the bench) it runs one
+after another, with each request's client CPU.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ MANIFEST_HEADER = 20
 STORE_POLL_S = 0.01
 DIR_POLL_S = 0.05
 """``FileCoordinator``'s poll on a local or shared path (``poll_base_s``, no backoff)."""
+POLL_JITTER = 0.25
+"""How well a poller's phase is known: the event it waits for lands within this share of a
+poll period either way. Measured rounds of one cell differ by whole periods (an
+``aggregate_dir`` cell at 8 ranks: 144-247 ms over five rounds), so the phase is known
+coarsely; the model takes the expectation over a quarter period either way."""
 AGGREGATE_TIMEOUT_S = 180.0
 """``RuntimeOptions.aggregate_timeout_s``'s default: one round's wait budget."""
 
@@ -74,6 +81,11 @@ class Cpu:
     encode_fixed_s: float = 0.0
     """One encoded value's cost whatever its lanes."""
     decode_fixed_s: float = 0.0
+    merge_shard_s: float = 0.0
+    encode_rank_s: float = 0.0
+    decode_rank_s: float = 0.0
+    """Per rank of the world: merging loads and checks each shard (``_merge_state_dicts``),
+    and the merged result carries a record per rank to encode and decode."""
     request_s: float = 0.0
     """Client CPU per store request. Where ranks are threads of one interpreter it holds the
     lock they share, so the followers' requests queue behind one another with their CPU."""
@@ -99,6 +111,8 @@ class Round:
     cpu: Cpu
     fixed_bytes: float = 0.0
     """Encoded bytes of a state whatever its lanes (its skeleton)."""
+    rank_bytes: float = 0.0
+    """Encoded bytes the merged result carries per rank of the world, beyond its lanes."""
 
     def own_lanes(self) -> float:
         return self.lanes / self.world
@@ -107,7 +121,7 @@ class Round:
         return self.fixed_bytes + self.lane_bytes * self.own_lanes()
 
     def result_bytes(self) -> float:
-        return self.fixed_bytes + self.lane_bytes * self.lanes
+        return self.fixed_bytes + self.lane_bytes * self.lanes + self.rank_bytes * self.world
 
     def chunked(self) -> bool:
         return self.result_bytes() + MANIFEST_HEADER > ONE_WRITE_LIMIT
@@ -176,8 +190,9 @@ def _cpu_phases(r: Round) -> dict[str, float]:
         "shard": c.snapshot(own) + c.encode(own),
         # the leader decodes its own encoded shard and every follower's
         "collect": c.decode(own) * r.world,
-        "merge": c.merge_lane_s * lanes + c.encode(lanes),
-        "result": c.decode(lanes),
+        "merge": (c.merge_lane_s * lanes + c.merge_shard_s * r.world + c.encode(lanes)
+                  + c.encode_rank_s * r.world),
+        "result": c.decode(lanes) + c.decode_rank_s * r.world,
     }
 
 
@@ -233,15 +248,31 @@ def store_round(r: Round, p: StoreParams) -> Estimate:
     f = w - 1
     chunks = math.ceil(r.result_bytes() / ONE_WRITE_LIMIT) if r.chunked() else 0
     result_reads = 1 if chunks else 2  # a manifest alone in _wait_for_outcome when chunked
-    # 1. join: check + get + check of the announcement, encode, one-way set + append.
-    join_per_follower = REQUESTS["check"] * 2 + REQUESTS["get"] + 2
+    # 1. join, in lockstep: a follower's first check of the announcement races the leader's
+    # write of it (both come after the same snapshot). Won, it gets it (3) and checks for a
+    # result; lost, it checks again, finds it and sleeps a poll period first
+    # (``_wait_for_announcement``). It encodes and publishes with one-way set + append.
+    late = late_joiners(f)
+    join_per_follower = REQUESTS["check"] * 2 + REQUESTS["get"] + 2 + late
     join_requests = f * join_per_follower
     serial_requests = 0.0 if r.cpu.parallel else r.cpu.request_s
     join_cpu = cpu["shard"] + join_per_follower * serial_requests
-    join = 4 * rtt + k * join_cpu + one_way + join_requests * s + f * r.shard_bytes() / bw
-    # 2. discover: half a poll period (check + get + poll_s) late, then check + multi_get.
-    period = p.poll_s + 4 * rtt
-    discover = period / 2 + one_way + 3 * rtt + cpu["collect"] + f * r.shard_bytes() / bw
+    lead_polls = cpu["shard"] + r.cpu.decode(r.own_lanes())  # the leader's own shard
+    lost = (6 * rtt + p.poll_s + k * join_cpu + one_way + join_requests * s
+            + f * r.shard_bytes() / bw)
+    # A follower wins only where the leader ran first; among threads of one interpreter its
+    # CPU then queues behind the leader's.
+    won = lost - 2 * rtt - p.poll_s + (0.0 if r.cpu.parallel else lead_polls)
+    join = won + late * (lost - won)
+    # 2. discover: the leader polls from its own shard on (a get of the participants, then
+    # poll_s); a poll's first request reaches the server half a round trip after it is sent.
+    # The poll that finds the last shard gets the list (3), checks and multi_gets (3). A poll
+    # finds a shard or not (a step), so the race's two outcomes are taken apart, not averaged
+    # first: a shard expected between two polls is found at the first or at the second.
+    period = p.poll_s + 3 * rtt
+    found = ((1 - late) * seen_after(lead_polls, won - rtt / 2, period)
+             + late * seen_after(lead_polls, lost - rtt / 2, period))
+    discover = (found - join + 6 * rtt + cpu["collect"] + f * r.shard_bytes() / bw)
     # 3. close (two deletes), merge + encode, compare_set (chunks one-way before it).
     merge = 2 * rtt + cpu["merge"] + rtt + (r.result_bytes() / bw if chunks else 0.0)
     # 4. acks. Clock: 0 = the leader has the compare_set reply (outcome at the server since
@@ -260,12 +291,12 @@ def store_round(r: Round, p: StoreParams) -> Estimate:
     phases = {"join": join, "discover": discover, "merge": merge, "acks": ended,
               "cleanup": cleanup}
     leader_trips = 4 + 3 + 3 + 3 + 1 + ack_trips + f + 1
-    coverage_polls = max(1.0, (join + period / 2) / period)
+    coverage_polls = max(1.0, (found - lead_polls) / period + 1)
     leader_requests = (3 + coverage_polls * (1 + REQUESTS["get"]) + 3 + 2 + 1 + chunks
                        + 1 + ack_trips + f + 1)
-    # Followers: check, check, wait, check + get, check (announcement); set, append; wait,
-    # get, get (outcome; + check, multi_get chunked); delete; set.
-    follower_calls = 15 + (2 if chunks else 0)
+    # Followers: check, check, get, check (announcement); set, append; wait, get, get
+    # (outcome; + check, multi_get chunked); delete; set.
+    follower_calls = 14 + (2 if chunks else 0)
     ack_polls_calls = ack_trips  # one check per round trip of the ack polls
     leader_calls = (3 + coverage_polls * 2 + 2 + 2 + 1 + chunks + 1 + ack_polls_calls + f + 1)
     return Estimate(
@@ -278,9 +309,51 @@ def store_round(r: Round, p: StoreParams) -> Estimate:
     )
 
 
-def dir_round(r: Round, d: DirParams) -> Estimate:
-    """An ``aggregate_dir`` round on a shared filesystem (``FileCoordinator``).
+def late_joiners(followers: int) -> float:
+    """Expected share of a round's join spent a poll late: the last of ``followers``.
 
+    In lockstep a follower's first look at the announcement races the leader's write of it,
+    a race between equals (the same snapshot comes before both): each loses it half the time,
+    and the round waits for the last follower, which is late unless every one of them won.
+    """
+    return 1.0 - 0.5 ** max(0, followers)
+
+
+def seen_after(start: float, event: float, period: float, pollers: int = 1,
+               jitter: float = POLL_JITTER) -> float:
+    """When a poller that looks at ``start``, ``start + period``, ... first finds an event.
+
+    Ranks enter a checkpoint in lockstep, so a poll's phase is set by when its poller began,
+    not random: the answer is a whole number of periods after ``start``. The event's time is
+    known to within ``jitter`` of a period either way (uniform); with ``pollers`` identical
+    pollers the expected *last* of them to find it is returned.
+    """
+    jitter_s = jitter * period
+    if event <= start - jitter_s or period <= 0:
+        return max(start, event)
+
+    def found_by(x: float) -> float:  # P(event + u <= x), u uniform in [-jitter, jitter]
+        if jitter_s <= 0:
+            return 1.0 if x >= event else 0.0
+        return min(1.0, max(0.0, (x - event + jitter_s) / (2 * jitter_s)))
+
+    expected, below, m = 0.0, 0.0, 0
+    while below < 1.0:
+        at = start + m * period
+        cdf = found_by(at) ** pollers
+        expected += at * (cdf - below)
+        below, m = cdf, m + 1
+    return expected
+
+
+def dir_round(r: Round, d: DirParams) -> Estimate:
+    """An ``aggregate_dir`` round on a shared filesystem (``FileCoordinator``), in lockstep.
+
+    Every party waits by polling (``_wait_value``/``_wait_until``: look, then sleep
+    ``poll_s``), so the round is a chain of poll phases (:func:`seen_after`): the followers'
+    first look comes before the announcement's rename, so they find it a period later; the
+    leader finds the last shard, the followers the result and the leader the last
+    acknowledgement, each at the first of their own polls after it.
     Every file operation costs ``op_s`` plus the queueing delay of a metadata server whose
     load is the waiting followers' polls (M/D/1: ``rho / (2 mu (1 - rho))``); a load at or past
     its capacity makes the round infeasible (infinite).
@@ -296,32 +369,50 @@ def dir_round(r: Round, d: DirParams) -> Estimate:
     if rho >= 1.0:
         return Estimate(math.inf, {"filesystem saturated": math.inf}, requests=math.inf)
     op = d.op_s + (rho / (2 * d.ops_per_s * (1 - rho)) if math.isfinite(d.ops_per_s) else 0.0)
+    c, own = r.cpu, r.own_lanes()
     cpu = _cpu_phases(r)
-    k = r.serial_followers()
     put, read = d.put_ops * op, d.read_ops * op
-    # join: announce, followers find it half a poll late (read, stat, exists), publish.
-    join = put + (d.poll_s + op) / 2 + read + 2 * op + k * cpu["shard"] + put
-    # discover: the leader's glob, half a poll late, then every shard read one after another.
-    discover = (d.poll_s + op) / 2 + op + f * read + cpu["collect"]
-    merge = op + cpu["merge"] + op + put
-    # followers see the result half a poll late, read it, decode, delete the shard, ack.
-    follower = (d.poll_s + 2 * op) / 2 + read + cpu["result"] + op + put
-    acks_land = follower + (k - 1) * cpu["result"]
-    leader_ready = cpu["result"] + op
-    acks = max(acks_land, leader_ready) + (d.poll_s + op) / 2 + op
+    snap, encode = c.snapshot(own), c.encode(own)
+    # The leader: snapshot, announce, encode, publish its shard, decode it; then it polls.
+    lead_polls = snap + put + encode + put + c.decode(own)
+    # Followers look for the announcement (read, stat) after the same snapshot; the look's
+    # open comes before the write's rename (its third operation), so they find it a period
+    # later. They check for a result, encode and publish. Threads of one interpreter queue
+    # for its CPU.
+    look = read + op
+    free, shards = 0.0, []
+    for _ in range(r.serial_followers()):
+        ready = snap + look + d.poll_s + look + op
+        begin = max(ready, free) if not c.parallel else ready
+        free = begin + encode + put
+        shards.append(free)
+    # The leader's polls: a listing, then each new shard read; all read, it decodes them.
+    found = seen_after(lead_polls, shards[-1], d.poll_s + op)
+    coverage = found + op + f * read + cpu["collect"]
+    published = coverage + op + cpu["merge"] + op + put  # close, merge, exists, write
+    # Followers poll the result (exists, failure read), read it, decode, delete, ack.
+    followers_seen = f if c.parallel else 1
+    free, acks = 0.0, []
+    for shard in shards:
+        seen = seen_after(shard, published, d.poll_s + op + read, followers_seen)
+        begin = max(seen, free) if not c.parallel else seen
+        free = begin + read + cpu["result"] + op + put
+        acks.append(free)
+    ack_polls_from = published + cpu["result"] + op  # the leader decodes, deletes its shard
+    acked = seen_after(ack_polls_from, max(acks), d.poll_s + op) + op
     cleanup = (f + 1) * op
-    phases = {"join": join, "discover": discover, "merge": merge, "acks": acks,
-              "cleanup": cleanup}
-    total = sum(phases.values())
+    phases = {"join": shards[-1], "discover": coverage - shards[-1],
+              "merge": published - coverage, "acks": acked - published, "cleanup": cleanup}
+    total = acked + cleanup
     ops = (f * (d.put_ops * 2 + d.read_ops * 2 + 4) + d.put_ops * 3 + f * d.read_ops + 2 * f + 8
            + load * total)
-    # Calls: followers poll the announcement (1) until it appears, then read, stat, exists,
-    # put; poll the outcome (exists + failure read) until it appears; read, delete, put. The
-    # leader: put, put, a glob per poll and a read per shard, delete, exists, put, delete, a
-    # glob per ack poll, a delete per ack and the previous result.
-    waits = (join + discover + merge + follower) / (d.poll_s + op)
-    calls = (f * (waits * 1.5 + 4 + 3) + 2 + (discover + acks) / (d.poll_s + op) + f + 3
-             + f + 1)
+    # Calls: followers look for the announcement twice, then read, stat, exists, put; poll
+    # the outcome (exists + failure read) until it appears; read, delete, put. The leader:
+    # put, put, a glob per poll and a read per shard, delete, exists, put, delete, a glob per
+    # ack poll, a delete per ack and the previous result.
+    outcome_polls = (acks[-1] - shards[-1]) / (d.poll_s + op + read)
+    leader_polls = (found - lead_polls + acked - ack_polls_from) / (d.poll_s + op)
+    calls = f * (2 * 2 + 3 + 1.5 * (1 + outcome_polls) + 3) + 2 + leader_polls + 2 + f + 3 + f + 1
     return Estimate(total, phases, requests=ops, calls=calls,
                     bytes_moved=2 * f * r.shard_bytes() + f * r.result_bytes())
 

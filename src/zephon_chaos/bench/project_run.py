@@ -64,10 +64,11 @@ def run_project(cfg: ProjectRun, out: Path, log: Callable[[str], None] = print
         cal, comparisons = run_validation(cfg.validation, cap, endpoint, log)
     note = (f"store: {cap.service_s() * 1e6:.0f} us/request, "
             f"{cap.bytes_per_s() / 2**20:.0f} MiB/s, measured on {load_note()}; "
-            f"{cal.fixed_bytes:.0f} B + {cal.lane_bytes:.0f} B per lane; one lane per rank; "
+            f"{cal.fixed_bytes:.0f} B + {cal.lane_bytes:.0f} B per lane + {cal.rank_bytes:.0f} B "
+            "per rank in the result; one lane per rank; "
             "ranks as processes")
     rows = project(cfg.projection, store_params(cap, cal, 0), cal.cpu, cal.lane_bytes,
-                   cal.fixed_bytes)
+                   cal.fixed_bytes, cal.rank_bytes)
     out.mkdir(parents=True, exist_ok=True)
     files = [_capacity_csv(cap, out / CAPACITY_CSV), *_validation_files(comparisons, out)]
     files += write_projection(rows, cfg.projection, out, note)

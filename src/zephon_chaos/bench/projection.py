@@ -58,7 +58,7 @@ class ProjectionRow:
 
 
 def project(config: ProjectionConfig, store: StoreParams, cpu: Cpu, lane_bytes: float,
-            fixed_bytes: float = 0.0) -> list[ProjectionRow]:
+            fixed_bytes: float = 0.0, rank_bytes: float = 0.0) -> list[ProjectionRow]:
     """Every (backend, world, latency) point of the grid, one lane per rank."""
     rows = []
     # Ranks as processes: their CPU side by side, a request's client CPU inside its round trip.
@@ -68,7 +68,8 @@ def project(config: ProjectionConfig, store: StoreParams, cpu: Cpu, lane_bytes: 
         fs = DirParams(op_s=2 * lat / 1000.0 + config.fs_service_ms / 1000.0,
                        ops_per_s=config.fs_ops_per_s)
         for w in config.worlds:
-            r = Round(world=w, lanes=w, lane_bytes=lane_bytes, cpu=cpu, fixed_bytes=fixed_bytes)
+            r = Round(world=w, lanes=w, lane_bytes=lane_bytes, cpu=cpu, fixed_bytes=fixed_bytes,
+                      rank_bytes=rank_bytes)
             for backend, est in (("torch://", store_round(r, s)),
                                  ("aggregate_dir", dir_round(r, fs))):
                 rows.append(ProjectionRow(backend, w, lat, est,
