@@ -6,10 +6,13 @@ Pure functions of explicit parameters (no I/O, no clock). The round is Zephon 0.
 (``aggregate_dir``). The model follows the leader's critical path phase by phase:
 
 1. **join**: followers read the announcement and publish a shard (+ one-way ``set``/
-   ``append``); the server serves the whole burst of followers' requests in turn;
+   ``append``); a follower whose first check lost the race with the announcement sleeps a
+   poll period first (:func:`late_joiners`); the server serves the burst of requests in turn;
 2. **discover**: the leader polls the participants key every ``poll_s`` (10 ms,
-   ``TorchKVStore.poll_interval_s``; no backoff); on average it finds the last shard half a
-   poll period late, then reads the shards (check + multi_get) and decodes them;
+   ``TorchKVStore.poll_interval_s``; no backoff) from its own shard on, and finds the last
+   shard at the first of those polls after it lands (:func:`seen_after`: ranks arrive in
+   lockstep, so a poll's phase is set, not random), then reads the shards (check +
+   multi_get) and decodes them;
 3. **merge**: two deletes (close), merge and encode, ``compare_set`` of the outcome;
 4. **acks**: followers, woken by their native ``wait``, read the outcome twice (``get`` in
    ``_wait_for_outcome``, again in ``_read_result``), decode it, delete their shard and
