@@ -27,6 +27,10 @@ class HarnessGap(enum.Enum):
     NO_ERROR_MESSAGE = "no-error-message"
     """The first failure exited with a status but left no message: no error file, no
     exception line on its stderr."""
+    GROUP_NEVER_FORMED = "group-never-formed"
+    """The launch passed its deadline before every rank began its loop: a rank was still in
+    torch's rendezvous (``init_process_group``) or the harness's own set-up, where no code
+    under test runs, so the hang is not the code under test's."""
     CHILD_FAULT_MISSED = "child-fault-missed"
     """A launch that completed has a child fault that found no worker process to kill, or
     left no record: the launch tested nothing of what its scenario says."""

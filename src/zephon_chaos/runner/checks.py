@@ -9,7 +9,7 @@ from zephon_chaos.launch import GroupResult
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner.outcome import PhaseRun
 from zephon_chaos.scenario import Phase
-from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD
+from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD, RankRecord
 from zephon_chaos.workload.spec import ALL_WORKERS
 
 
@@ -27,6 +27,22 @@ def failed_launch(area: Area, result: GroupResult, phase: int | None = None) -> 
         f"{what} failed: {result.summary()}",
         phase=phase,
         rank=None if first is None else first.rank,
+    )
+
+
+def group_never_formed(
+    what: str, result: GroupResult, records: list[RankRecord]
+) -> HarnessProblem | None:
+    """The harness problem of a launch that passed its deadline before every rank began its
+    loop (``RankRecord.began``), if it is one: it tested nothing, and judging its hang would
+    blame the code under test for torch's rendezvous or the harness's set-up."""
+    waiting = [r.rank for r in records if not r.began]
+    if not result.timed_out or not waiting:
+        return None
+    return HarnessProblem(
+        HarnessGap.GROUP_NEVER_FORMED,
+        f"{what} passed its deadline before rank(s) {waiting} began (still joining the "
+        f"process group or setting up; no code under test ran there): {result.summary()}",
     )
 
 

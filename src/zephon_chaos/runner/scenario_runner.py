@@ -22,7 +22,7 @@ from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
 from zephon_chaos.problem import Area
-from zephon_chaos.runner.checks import child_fault_gaps, failed_launch
+from zephon_chaos.runner.checks import child_fault_gaps, failed_launch, group_never_formed
 from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.resume import Resume, restarted_attempt
@@ -219,7 +219,12 @@ class ScenarioRunner:
                     # resumed is kept, and attempt 1 is judged as the launch from here on.
                     out, spec, track = restarted_attempt(scenario, i, spec, result, track, outcome)
                     phase = replace(phase, rank_faults=())
-                records = track.cumulative(read_phase(out, phase.world_size))
+                launched = read_phase(out, phase.world_size)
+                never = group_never_formed(f"phase {i}", result, launched)
+                if never is not None:  # it tested nothing: the scenario ends without a verdict
+                    outcome.harness_problems.append(never)
+                    return outcome
+                records = track.cumulative(launched)
                 outcome.problems += [p.in_phase(i) for p in dp_oracle.problems(records, phase.tp)]
                 c = scenario.canonical_replicas(i)
                 cps = ckpt_oracle.check(records, c, failures_judged=phase.retry == "skip")
@@ -289,8 +294,11 @@ class ScenarioRunner:
         )
         if not result.ok:
             # A reference launch that failed in a way the harness cannot describe (its agent
-            # died before any rank ran, say) says nothing about Zephon.
-            undescribed = undescribed_failure("the reference run", result)
+            # died before any rank ran, say), or that hung before its ranks began, says
+            # nothing about Zephon.
+            undescribed = undescribed_failure(
+                "the reference run", result
+            ) or group_never_formed("the reference run", result, records)
             if undescribed is not None:
                 outcome.harness_problems.append(undescribed)
             else:

@@ -23,7 +23,12 @@ from zephon_chaos.workload.data import build_pipeline
 from zephon_chaos.workload.hooks import RankHooks
 from zephon_chaos.workload.meetings import lag_hooks, meet, meet_before_fault, record_collective
 from zephon_chaos.workload.plants import Plant
-from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD, RecordWriter
+from zephon_chaos.workload.records import (
+    BEGAN_RECORD,
+    CHILD_FAULT_RECORD,
+    WORKERS_RECORD,
+    RecordWriter,
+)
 from zephon_chaos.workload.spec import ALL_WORKERS, ChildFault, WorkloadSpec
 
 
@@ -122,6 +127,8 @@ def run_rank(
     began = time.monotonic()
     hooks = hooks or RankHooks()
     out = RecordWriter(spec.out_dir, rank)
+    out.write(BEGAN_RECORD, at=began)
+    out.flush()  # a launch that hangs after this is judged; one that hangs before, not
     lanes = lanes_of(rank, world, spec.pipeline.canonical_replicas, spec.pipeline.mapping, spec.tp)
     store, agg_dir = _aggregation(spec)
     if store == "torch://" or str(rank) in spec.store_proxy_ports:

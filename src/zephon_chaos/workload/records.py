@@ -15,6 +15,9 @@ CHILD_FAULT_RECORD = "child-fault"
 """A rank killed its pipeline's children (``ChildFault``): ``at_step``, ``target``, ``at``
 (monotonic), ``killed`` (the PIDs signalled) and ``before`` (its workers just before), among
 the rank's ``events``."""
+BEGAN_RECORD = "began"
+"""A rank's loop began (``run_rank``): its process group had formed and its harness set-up was
+done, so from here on the code under test ran. Written first and flushed at once."""
 WORKERS_RECORD = "workers"
 """A rank with a child fault, after its last batch: ``pids``, its live pipeline workers
 (replacements, where the killed ones were replaced)."""
@@ -87,6 +90,11 @@ class RankRecord:
     restore_s: float | None = None
     exhausted_fetch: tuple[float, float] | None = None
     """(start, seconds) of the next() that raised StopIteration."""
+
+    @property
+    def began(self) -> bool:
+        """The rank reached its loop (``BEGAN_RECORD``): the code under test ran on it."""
+        return any(ev.get("kind") == BEGAN_RECORD for ev in self.events)
 
     @property
     def error(self) -> dict[str, Any] | None:

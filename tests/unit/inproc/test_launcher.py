@@ -64,6 +64,7 @@ def test_rank_threads_write_the_workloads_records(runner: InprocScenarioRunner) 
     assert outcome.ok, outcome.report()
     phase0 = outcome.phases[0]
     records = read_phase(phase0.spec.out_dir, 2)
+    assert all(r.began for r in records)  # the record that tells a hang of theirs from a setup's
     assert [r.lanes for r in records] == [[0, 1, 2], [3, 4, 5]]
     assert [len(r.batches) for r in records] == [9, 9]
     (ckpt,) = {c.digest for r in records for c in r.checkpoints}

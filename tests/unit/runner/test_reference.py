@@ -12,6 +12,7 @@ from zephon_chaos.launch.result import RankOutcome
 from zephon_chaos.problem import Area
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.workload.records import BEGAN_RECORD, RecordWriter
 from zephon_chaos.workload.spec import PipelineSpec
 
 SILENT = RankOutcome(0, 0, 0, None, None, unknown_because="its agent exited 1 before any rank")
@@ -39,3 +40,31 @@ def test_a_failed_reference_run_is_judged_only_when_the_harness_can_describe_it(
         assert "harness problem (unknown-exit-status): the reference run failed" in (
             outcome.report()
         )
+
+
+@pytest.mark.parametrize(
+    ("began", "harness", "area"),
+    [(False, HarnessGap.GROUP_NEVER_FORMED, None), (True, None, Area.REFERENCE)],
+    ids=["hung-joining-its-group", "hung-after-its-ranks-began"],
+)
+def test_a_reference_run_that_hung_is_judged_only_once_its_ranks_began(
+    tmp_path: Path, began: bool, harness: HarnessGap | None, area: Area | None
+) -> None:
+    """A hang before a rank's loop (torch's rendezvous, say) ran no code under test."""
+
+    def launcher(spec: LaunchSpec) -> GroupResult:
+        out = Path(spec.args[0]).parent
+        for rank in range(2 if began else 1):  # rank 1 never began unless ``began``
+            writer = RecordWriter(out, rank)
+            writer.write(BEGAN_RECORD, at=0.0)
+            writer.close()
+        ranks = [RankOutcome(r, r, 0, 4242 + r, -9, killed_by_harness=True) for r in range(2)]
+        return GroupResult(spec.name, [None], ranks, True, 9.0, tmp_path, [])
+
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(2, 2),))
+    outcome = ScenarioRunner(tmp_path / "runs", launcher=launcher).run(scenario)
+    assert not outcome.ok and outcome.phases == []
+    assert [h.gap for h in outcome.harness_problems] == ([harness] if harness else [])
+    assert [p.area for p in outcome.problems] == ([area] if area else [])
+    if harness is not None:
+        assert "rank(s) [1] began" in outcome.report()
