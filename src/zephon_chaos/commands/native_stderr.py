@@ -6,6 +6,10 @@ descriptor 2 for every retry: thousands of lines in 15 minutes that bury the exp
 progress. ``TORCH_CPP_LOG_LEVEL`` silences warnings but not errors, so the descriptor itself
 is pointed at a file in the report, and ``sys.stderr`` (progress, messages), when it wrote to
 that descriptor, at a copy of it. Nothing is lost: the file keeps every native line.
+
+Zephon's own log lines (``[PR 0][PID ...] Failed to publish checkpoint failure``) are Python
+writes of the in-process ranks to ``sys.stderr``; where ``divert`` says the writing thread is
+such a rank, they go to the same file, beside the native lines of the same faults.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,10 +29,30 @@ def _on_descriptor_2() -> bool:
         return False  # captured (pytest's capsys) or replaced: not on the descriptor
 
 
+class _Diverting(io.TextIOBase):
+    """``sys.stderr`` that sends the writes of threads ``divert`` names to ``file``."""
+
+    def __init__(self, terminal: io.TextIOBase, file: io.TextIOBase,
+                 divert: Callable[[], bool]) -> None:
+        self._terminal, self._file, self._divert = terminal, file, divert
+
+    def write(self, text: str) -> int:
+        (self._file if self._divert() else self._terminal).write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._terminal.flush()
+        self._file.flush()
+
+    def isatty(self) -> bool:
+        return self._terminal.isatty()
+
+
 @contextmanager
-def native_stderr_to(path: Path) -> Iterator[None]:
-    """Within: what writes to descriptor 2 directly appends to ``path``; ``sys.stderr`` goes
-    where it went before (read it inside, not before). Both restored on exit."""
+def native_stderr_to(path: Path, divert: Callable[[], bool] | None = None) -> Iterator[None]:
+    """Within: what writes to descriptor 2 directly appends to ``path``, and so do the
+    ``sys.stderr`` writes of threads for which ``divert()`` is true; other ``sys.stderr``
+    writes go where they went before (read it inside, not before). Restored on exit."""
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
     terminal = os.dup(2)
@@ -40,15 +64,21 @@ def native_stderr_to(path: Path) -> Iterator[None]:
         )
     with path.open("ab") as native:
         os.dup2(native.fileno(), 2)
-    if python_side is not None:
+    diverted = None
+    if divert is not None:
+        diverted = path.open("a", buffering=1, encoding="utf-8", errors="backslashreplace")
+        sys.stderr = _Diverting(python_side or saved, diverted, divert)
+    elif python_side is not None:
         sys.stderr = python_side
     try:
         yield
     finally:
-        if python_side is not None:
-            python_side.flush()
+        for stream in (python_side, diverted):
+            if stream is not None:
+                stream.flush()
         os.dup2(terminal, 2)
         os.close(terminal)
         sys.stderr = saved
-        if python_side is not None:
-            python_side.close()
+        for stream in (python_side, diverted):
+            if stream is not None:
+                stream.close()

@@ -63,6 +63,33 @@ class WarningRouter:
                 self._lists.pop(ident, None)
 
 
+class RankThreads:
+    """The threads now running a rank of an in-process launch, for what must tell them from
+    the rest of this process: their ``sys.stderr`` writes (``commands.native_stderr``)."""
+
+    def __init__(self) -> None:
+        self._idents: set[int] = set()
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        ident = threading.get_ident()
+        with self._lock:
+            self._idents.add(ident)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._idents.discard(ident)
+
+    def current(self) -> bool:
+        """The calling thread runs a rank."""
+        return threading.get_ident() in self._idents
+
+
+RANK_THREADS = RankThreads()
+
+
 @dataclass
 class RankGroup:
     """Shared state of one launch's rank threads."""

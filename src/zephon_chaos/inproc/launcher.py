@@ -30,7 +30,13 @@ from typing import Any
 import psutil
 
 from zephon_chaos.closing import Closing
-from zephon_chaos.inproc.group import GroupStopped, GroupTornDown, RankGroup, WarningRouter
+from zephon_chaos.inproc.group import (
+    RANK_THREADS,
+    GroupStopped,
+    GroupTornDown,
+    RankGroup,
+    WarningRouter,
+)
 from zephon_chaos.inproc.refusal import TierRefusal, collective_refusal
 from zephon_chaos.inproc.stores import StorePool
 from zephon_chaos.lanes import lanes_of
@@ -117,6 +123,10 @@ class InprocLauncher(Closing):
         finished_at: dict[int, float] = {}
 
         def body(rank: int) -> None:
+            with RANK_THREADS.running():
+                rank_body(rank)
+
+        def rank_body(rank: int) -> None:
             try:
                 try:
                     run_rank(

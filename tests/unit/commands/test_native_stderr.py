@@ -34,3 +34,24 @@ def test_a_captured_stderr_stays_captured(
     with native_stderr_to(tmp_path / "native.log"):
         print("progress", file=sys.stderr)
     assert capsys.readouterr().err == "progress\n"
+
+
+def test_the_python_writes_of_diverted_threads_go_to_the_file(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Zephon's log lines in an in-process rank join the native lines; progress stays."""
+    import threading
+
+    log = tmp_path / "native.log"
+
+    def rank() -> None:
+        print("[PR 0][PID 1] Failed to publish checkpoint failure", file=sys.stderr)
+
+    with native_stderr_to(log, divert=lambda: threading.current_thread().name == "rank0"):
+        thread = threading.Thread(target=rank, name="rank0")
+        thread.start()
+        thread.join()
+        print("explore [inproc] searching", file=sys.stderr)
+    err = capfd.readouterr().err
+    assert "explore [inproc] searching" in err and "Failed to publish" not in err
+    assert log.read_text() == "[PR 0][PID 1] Failed to publish checkpoint failure\n"
