@@ -147,7 +147,7 @@ def settle(pipe: Any) -> None:
         if len(sizes) >= SETTLED_READS and len(set(sizes[-SETTLED_READS:])) == 1:
             return
         time.sleep(SETTLE_POLL_S)  # polling a condition (the state's size), with a deadline
-    raise BenchError(f"a calibration pipeline's state kept changing for {SETTLE_S} s "
+    raise BenchError(f"a bench pipeline's state kept changing for {SETTLE_S} s "
                      f"(sizes {sizes[-5:]}): its prefetch never settled")
 
 

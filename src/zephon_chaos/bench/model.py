@@ -383,9 +383,9 @@ def dir_round(r: Round, d: DirParams) -> Estimate:
     # later. They check for a result, encode and publish. Threads of one interpreter queue
     # for its CPU.
     look = read + op
+    ready = snap + look + d.poll_s + look + op  # every follower alike; they queue for CPU
     free, shards = 0.0, []
     for _ in range(r.serial_followers()):
-        ready = snap + look + d.poll_s + look + op
         begin = max(ready, free) if not c.parallel else ready
         free = begin + encode + put
         shards.append(free)
