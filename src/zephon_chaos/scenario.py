@@ -171,6 +171,8 @@ class Scenario:
         _check(bool(self.data.sources), "data.sources", "needs at least one source")
         _check(self.data.microbatch >= 1, "data.microbatch", "must be at least 1")
         _check(self.data.chunk_size >= 1, "data.chunk_size", "must be at least 1")
+        if bad := self.data.stages.invalid():
+            _check(False, f"data.stages.{bad[0]}", bad[1])
         _check(bool(self.phases), "phases", "needs at least one phase")
         for i, ph in enumerate(self.phases):
             where = f"phases[{i}]"
@@ -282,6 +284,7 @@ class Scenario:
             + (f", {lags} lag(s)" if (lags := sum(len(ph.lags) for ph in self.phases)) else "")
             + (f", plant {self.plant}" if self.plant else "")
             + (f", backend {self.backend}" if self.backend != "gloo" else "")
+            + (f", stages {d}" if (d := self.data.stages.describe()) else "")
         )
 
     # ---- JSON --------------------------------------------------------------------------

@@ -6,12 +6,18 @@ through the aggregation mode and persistence format of the row, launched by the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
 from zephon_chaos.scenario import Phase, Scenario
-from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, SourceSpec
+from zephon_chaos.workload.spec import (
+    CheckpointAt,
+    DataSpec,
+    PipelineSpec,
+    SourceSpec,
+    StagesSpec,
+)
 
 pytestmark = pytest.mark.cpu
 
@@ -22,6 +28,9 @@ TWO_SOURCES = DataSpec(
 )
 FINITE = DataSpec(sources=(SourceSpec("a", (40, 40), exhausted="stop"),), chunk_size=8)
 SMALL_REPEAT = DataSpec(sources=(SourceSpec("a", (10, 6)),), chunk_size=8)
+DOWNSTREAM_STAGES = StagesSpec(tokens=9, drop_every=5, pack="first_fit", shuffle="streaming")
+"""tokenize -> pack -> shuffle, as torchtitan-zephon builds its loader: per-lane state (open
+bins, the shuffle reservoir) that a checkpoint must carry."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,30 @@ ROWS: dict[str, Row] = {
         (2, 1), CheckpointAt(1), data=FINITE, steps=6, exhausts=True
     ),
     "1-3 epochs repeat across the resume": Row((1, 3), CheckpointAt(3), data=SMALL_REPEAT),
+    "2-1 tokenized, packed first-fit, shuffled": Row(
+        (2, 1), CheckpointAt(3), canonical_replicas=4, data=DataSpec(stages=DOWNSTREAM_STAGES)
+    ),
+    "1-3 rows split across bins, block shuffle, mid-window resized": Row(
+        (1, 3),
+        CheckpointAt(2, 1),
+        canonical_replicas=6,
+        contract=MULTISET,
+        data=DataSpec(stages=StagesSpec(tokens=16, pack="wrap", shuffle="block_warmup")),
+    ),
+    "3-2 split rows packed best-fit, data runs out across the resume": Row(
+        (3, 2),
+        CheckpointAt(1),
+        canonical_replicas=3,
+        # ~6 rows a bin, 4 bins a batch: 400 rows give each lane about 5 batches; the step
+        # count only bounds the launch (the rank stops when its data does).
+        data=replace(
+            FINITE,
+            sources=(SourceSpec("a", (200, 200), exhausted="stop"),),
+            stages=StagesSpec(tokens=9, pack="best_fit_wrap", pack_length=32),
+        ),
+        steps=400,
+        exhausts=True,
+    ),
     "2-3 thread runner": Row((2, 3), pipeline={"runner": "threads"}, marks=(pytest.mark.slow,)),
     "2-3 process runner": Row((2, 3), pipeline={"runner": "process"}, marks=(pytest.mark.slow,)),
     "2-3 mtp mode": Row((2, 3), pipeline={"mtp_mode": True}, marks=(pytest.mark.slow,)),

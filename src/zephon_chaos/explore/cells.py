@@ -8,13 +8,20 @@ from dataclasses import dataclass
 from enum import Enum
 
 from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
-from zephon_chaos.workload.spec import ROUND_PHASES
+from zephon_chaos.workload.spec import ROUND_PHASES, StagesSpec
 
 START = "start"
 """A link fault from the launch's start rather than at a round point."""
 ROUND_POINTS: tuple[str, ...] = (START, *ROUND_PHASES)
 FAULT_OUTCOMES: tuple[str, ...] = (COMPLETED, FAILED, SPLIT, SPLIT_RESOLVED, FINDING)
 ROLES: tuple[str, ...] = ("leader", "follower")
+MAP_STAGES: tuple[str, ...] = ("off", "tokens", "tokens + filter")
+"""What a scenario's map stage does: nothing, give rows tokens, or also drop some."""
+
+
+def map_stage(stages: StagesSpec) -> str:
+    """The ``MAP_STAGES`` value of ``stages``."""
+    return MAP_STAGES[0 if not stages.tokens else 2 if stages.drop_every else 1]
 
 
 class Dim(Enum):
@@ -37,6 +44,9 @@ class Dim(Enum):
     SHUTDOWN = "shutdown_mode"
     RUN_ID = "run_id"
     DATA = "data (kind, exhaustion)"
+    MAP_STAGE = "map stage (tokenizer stand-in, filter)"
+    PACKING = "pack_sequences algorithm"
+    SHUFFLE = "shuffle buffer algorithm"
     CHECKPOINT = "checkpoint"
     TRAJECTORY = "trajectory"
     RELAUNCH = "relaunch"

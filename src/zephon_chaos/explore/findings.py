@@ -20,7 +20,7 @@ from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
-from zephon_chaos.workload.spec import PipelineSpec
+from zephon_chaos.workload.spec import PipelineSpec, stage_count
 
 CONFIRM_RUNS = 2
 
@@ -86,6 +86,7 @@ def size_key(s: Scenario) -> tuple[int, ...]:
         len(s.data.sources),
         s.data.microbatch,
         s.data.seed,
+        stage_count(s.data.stages),
         int(s.pipeline.aggregation != "store"),
         int(s.pipeline.runner != "inline"),
         int(s.pipeline.mtp_mode),
@@ -262,4 +263,3 @@ def confirmation_order(findings: Iterable[Finding]) -> list[Finding]:
     ends while known defects were rerun left a new finding "unconfirmed (out of time)", which
     counts as a violation even when its reruns would have passed."""
     return sorted(findings, key=lambda f: (f.known, f.first_seen_s))
-

@@ -14,6 +14,7 @@ from zephon_chaos.explore.cells import (
     Trajectory,
     cell,
     layout_change,
+    map_stage,
 )
 from zephon_chaos.explore.space import Space
 from zephon_chaos.faults.round_faults import RoundFaultLaunch
@@ -46,6 +47,10 @@ def _cells(scenario: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell
     yield cell(Dim.RUN_ID, scenario.run_id_policy)
     for src in scenario.data.sources:
         yield cell(Dim.DATA, src.kind, src.exhausted)
+    stages = scenario.data.stages
+    yield cell(Dim.MAP_STAGE, map_stage(stages))
+    yield cell(Dim.PACKING, stages.pack)
+    yield cell(Dim.SHUFFLE, stages.shuffle)
     yield from _phase_cells(scenario)
     if outcome is not None:
         yield from _outcome_cells(outcome)

@@ -22,7 +22,7 @@ from dataclasses import replace
 from zephon_chaos.explore.findings import CODEC_OPTIONS, size_key
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.scenario_rules import normalised
-from zephon_chaos.workload.spec import DataSpec, PipelineSpec
+from zephon_chaos.workload.spec import DataSpec, PipelineSpec, plainer_stages
 
 Judge = Callable[[Scenario], str | None]
 """Runs a scenario and returns its signature (None when it passes)."""
@@ -119,6 +119,8 @@ def _plainer(s: Scenario) -> Iterator[Scenario]:
     for field_name in ("seed", "microbatch", "chunk_size", "shuffle"):
         if getattr(d, field_name) != getattr(DataSpec(), field_name):
             yield s.with_(data=replace(d, **{field_name: getattr(DataSpec(), field_name)}))
+    for stages in plainer_stages(d.stages):
+        yield s.with_(data=replace(d, stages=stages))
 
 
 def polish(scenario: Scenario, sig: str, judge: Judge, deadline: float) -> Scenario:

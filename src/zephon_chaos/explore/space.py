@@ -14,6 +14,7 @@ from functools import cached_property
 from zephon_chaos.explore.cells import (
     CHILD_WHEN,
     FAULT_OUTCOMES,
+    MAP_STAGES,
     ROLES,
     ROUND_POINTS,
     START,
@@ -42,7 +43,9 @@ from zephon_chaos.strategies import (
     DATA_KINDS,
     DOWNSTREAM_AGGREGATION_ODDS,
     DOWNSTREAM_MTP_ODDS,
+    DOWNSTREAM_PACK_ODDS,
     DOWNSTREAM_RUNNER_ODDS,
+    DOWNSTREAM_SHUFFLE_ODDS,
     EXHAUSTION_CHOICES,
     EXHAUSTION_ODDS,
     FOLLOWER_PHASES,
@@ -52,6 +55,8 @@ from zephon_chaos.strategies import (
     LEADER_PHASES,
     MAPPING_CHOICES,
     MTP_CHOICES,
+    PACK_ODDS,
+    PACKINGS,
     PERSIST_FORMATS,
     PREFETCH_CHOICES,
     PROCESS_FAULTS,
@@ -61,6 +66,8 @@ from zephon_chaos.strategies import (
     RUN_ID_POLICIES,
     RUNNER_CHOICES,
     SERIALIZER_CHOICES,
+    SHUFFLE_ODDS,
+    SHUFFLES,
     SHUTDOWN_CHOICES,
     SHUTDOWN_ODDS,
     STORE_FAULT_TIMEOUT_S,
@@ -195,6 +202,16 @@ def declare(
     for kind in DATA_KINDS:
         for ex, odd in zip(EXHAUSTION_CHOICES, EXHAUSTION_ODDS, strict=True):
             add(cell(Dim.DATA, kind, ex), None if odd > 0 else Why.NO_ODDS)
+    for stage in MAP_STAGES:
+        add(cell(Dim.MAP_STAGE, stage))
+    pack_odds = DOWNSTREAM_PACK_ODDS if downstream else PACK_ODDS
+    shuffle_odds = DOWNSTREAM_SHUFFLE_ODDS if downstream else SHUFFLE_ODDS
+    for dim, choices, stage_odds in (
+        (Dim.PACKING, PACKINGS, pack_odds),
+        (Dim.SHUFFLE, SHUFFLES, shuffle_odds),
+    ):
+        for choice, odd in zip(choices, stage_odds, strict=True):
+            add(cell(dim, choice), None if odd > 0 else Why.NO_ODDS)
     for cp in Checkpoint:
         add(cell(Dim.CHECKPOINT, cp.value))
     for tr in Trajectory:

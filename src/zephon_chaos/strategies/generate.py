@@ -26,9 +26,13 @@ from zephon_chaos.strategies.values import (
     DATA_KINDS,
     DOWNSTREAM_AGGREGATION_ODDS,
     DOWNSTREAM_MTP_ODDS,
+    DOWNSTREAM_PACK_ODDS,
     DOWNSTREAM_PERSIST_ODDS,
     DOWNSTREAM_RUNNER_ODDS,
+    DOWNSTREAM_SHUFFLE_ODDS,
+    DOWNSTREAM_STAGE_ODDS,
     DOWNSTREAM_TP_ODDS,
+    DROP_CHOICES,
     EXHAUSTION_CHOICES,
     EXHAUSTION_ODDS,
     HOSTED_FAULT_DRAW,
@@ -43,6 +47,10 @@ from zephon_chaos.strategies.values import (
     MAPPING_CHOICES,
     MORE_LAUNCHES,
     MTP_CHOICES,
+    PACK_BINS,
+    PACK_LENGTHS,
+    PACK_ODDS,
+    PACKINGS,
     PERSIST_FORMATS,
     PREFETCH_CHOICES,
     PREFETCH_ODDS,
@@ -55,8 +63,12 @@ from zephon_chaos.strategies.values import (
     RUN_ID_POLICIES,
     RUNNER_CHOICES,
     SERIALIZER_CHOICES,
+    SHUFFLE_BUFFERS,
+    SHUFFLE_ODDS,
+    SHUFFLES,
     SHUTDOWN_CHOICES,
     SHUTDOWN_ODDS,
+    STAGE_ODDS,
     STALLS_S,
     STORE_FAULT_AGGREGATION_ODDS,
     STORE_FAULT_PERSIST_ODDS,
@@ -65,6 +77,7 @@ from zephon_chaos.strategies.values import (
     THREAD_FAULTS,
     THREAD_TOXICS,
     TIERS,
+    TOKEN_CHOICES,
     TORCHRUN_MTP_ODDS,
     TORCHRUN_PERSIST_ODDS,
     TORCHRUN_RUNNER_ODDS,
@@ -87,6 +100,7 @@ from zephon_chaos.workload.spec import (
     RankFault,
     Retry,
     SourceSpec,
+    StagesSpec,
 )
 
 
@@ -105,21 +119,62 @@ def _source(draw: st.DrawFn, name: str, chunk_size: int) -> SourceSpec:
     )
 
 
-def _data(draw: st.DrawFn) -> DataSpec:
+def _stages(draw: st.DrawFn, profile: Profile) -> StagesSpec:
+    """tokenize -> pack -> shuffle, each drawn on its own and shrinking to off; a pack needs
+    the tokens, so the stand-in tokenizer is on whenever anything is."""
+    downstream = profile == "downstream"
+    odds = DOWNSTREAM_STAGE_ODDS if downstream else STAGE_ODDS
+    if draw(weighted(("none", "stages"), odds)) == "none":
+        return StagesSpec()
+    pack = draw(weighted(PACKINGS, DOWNSTREAM_PACK_ODDS if downstream else PACK_ODDS))
+    shuffle = draw(weighted(SHUFFLES, DOWNSTREAM_SHUFFLE_ODDS if downstream else SHUFFLE_ODDS))
+    return StagesSpec(
+        tokens=draw(one_of(TOKEN_CHOICES)),
+        drop_every=draw(one_of(DROP_CHOICES)),
+        pack=pack,
+        pack_length=draw(one_of(PACK_LENGTHS)),
+        pack_bins=draw(one_of(PACK_BINS)),
+        shuffle=shuffle,
+        shuffle_buffer=draw(one_of(SHUFFLE_BUFFERS)),
+        shuffle_seed=draw(ints(0, 3)),
+    )
+
+
+def _data(draw: st.DrawFn, profile: Profile = "default") -> DataSpec:
     chunk_size = draw(one_of((4, 16, 8)))
     count = draw(ints(1, 2))
-    return DataSpec(
+    data = DataSpec(
         sources=tuple(_source(draw, chr(ord("a") + i), chunk_size) for i in range(count)),
         seed=draw(ints(0, 3)),
         chunk_size=chunk_size,
         shuffle=draw(one_of((True, False))),
         microbatch=draw(ints(1, 4)),
+        stages=_stages(draw, profile),
     )
+    return _fed_for_packing(data)
+
+
+def _fed_for_packing(data: DataSpec) -> DataSpec:
+    """Finite sources grown by the rows a bin holds on average: a packed batch takes several
+    rows a bin, and a source sized for plain batches would end before a lane filled one,
+    leaving nothing to compare."""
+    st_ = data.stages
+    if st_.pack == "none":
+        return data
+    per_bin = max(1, st_.pack_length * 2 // (st_.tokens + 1))  # mean tokens (n + 1) / 2
+    sources = tuple(
+        replace(src, shards=tuple(n * per_bin for n in src.shards))
+        if src.exhausted == "stop"
+        else src
+        for src in data.sources
+    )
+    return replace(data, sources=sources)
 
 
 @st.composite
 def data_specs(draw: st.DrawFn) -> DataSpec:
-    """One or two sources of a few small shards, in memory or jsonl, endless or finite."""
+    """One or two sources of a few small shards, in memory or jsonl, endless or finite, with
+    or without stages before the batch."""
     return _data(draw)
 
 
@@ -302,7 +357,7 @@ def scenarios(
     pipeline = draw(
         pipeline_specs(tier, max_c=2 * max_world, store_only=store_faults, profile=profile)
     )
-    data = _data(draw)
+    data = _data(draw, profile)
     persist_format = draw(weighted(PERSIST_FORMATS, persist_odds(tier, store_faults, profile)))
     run_id_policy = draw(one_of(RUN_ID_POLICIES))
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the

@@ -25,7 +25,9 @@ from zephon_chaos.validation.values import (
 from zephon_chaos.workload.spec import (
     AT_STEP,
     CHILD_TARGETS,
+    PACKINGS,
     ROUND_PHASES,
+    SHUFFLES,
 )
 
 # The package re-exports all of these (``from ...values import *``): a name added here is
@@ -40,9 +42,13 @@ __all__ = [
     "DATA_KINDS",
     "DOWNSTREAM_AGGREGATION_ODDS",
     "DOWNSTREAM_MTP_ODDS",
+    "DOWNSTREAM_PACK_ODDS",
     "DOWNSTREAM_PERSIST_ODDS",
     "DOWNSTREAM_RUNNER_ODDS",
+    "DOWNSTREAM_SHUFFLE_ODDS",
+    "DOWNSTREAM_STAGE_ODDS",
     "DOWNSTREAM_TP_ODDS",
+    "DROP_CHOICES",
     "EXHAUSTION_CHOICES",
     "EXHAUSTION_ODDS",
     "FOLLOWER_PHASES",
@@ -59,6 +65,10 @@ __all__ = [
     "MAPPING_CHOICES",
     "MORE_LAUNCHES",
     "MTP_CHOICES",
+    "PACKINGS",
+    "PACK_BINS",
+    "PACK_LENGTHS",
+    "PACK_ODDS",
     "PERSIST_FORMATS",
     "PREFETCH_CHOICES",
     "PREFETCH_ODDS",
@@ -72,8 +82,12 @@ __all__ = [
     "RUNNER_CHOICES",
     "RUN_ID_POLICIES",
     "SERIALIZER_CHOICES",
+    "SHUFFLES",
+    "SHUFFLE_BUFFERS",
+    "SHUFFLE_ODDS",
     "SHUTDOWN_CHOICES",
     "SHUTDOWN_ODDS",
+    "STAGE_ODDS",
     "STALLS_S",
     "STORE_FAULT_AGGREGATIONS",
     "STORE_FAULT_AGGREGATION_ODDS",
@@ -83,6 +97,7 @@ __all__ = [
     "THREAD_FAULTS",
     "THREAD_TOXICS",
     "TIERS",
+    "TOKEN_CHOICES",
     "TORCHRUN_MTP_ODDS",
     "TORCHRUN_PERSIST_ODDS",
     "TORCHRUN_RUNNER_ODDS",
@@ -181,6 +196,26 @@ RUN_ID_POLICIES = ("fixed", "per_launch")
 DATA_KINDS = ("memory", "jsonl")
 EXHAUSTION_CHOICES = ("repeat", "stop")
 EXHAUSTION_ODDS = (3, 1)
+STAGE_ODDS = (1, 1)
+"""Stages between the mixture and the batch (``StagesSpec``: a tokenizer's stand-in, packing,
+a shuffle buffer)? Half the scenarios; none shrinks first. They cost a scenario little (the
+map is pure Python on small rows) and hold per-lane state a resume must carry."""
+DOWNSTREAM_STAGE_ODDS = (1, 4)
+"""The downstream tokenizes, packs and shuffles every run: four in five."""
+TOKEN_CHOICES = (9, 4, 16)
+"""At most this many tokens a row; never more than a bin holds (``PACK_LENGTHS``), so that a
+step's batches hold no more pieces than the data has rows and finite data still runs dry."""
+DROP_CHOICES = (0, 5, 3)
+"""The map drops one row in n (a filter), 0 first: none."""
+PACK_ODDS = (2, 2, 1, 1, 1)
+"""Odds of each of ``PACKINGS``: whole rows and split rows alike, none first."""
+DOWNSTREAM_PACK_ODDS = (1, 3, 1, 3, 2)
+PACK_LENGTHS = (16, 32)
+PACK_BINS = (4, 1, 2)
+SHUFFLE_ODDS = (2, 2, 1, 1)
+"""Odds of each of ``SHUFFLES``, none first."""
+DOWNSTREAM_SHUFFLE_ODDS = (1, 4, 1, 1)
+SHUFFLE_BUFFERS = (8, 1, 32)
 
 
 @cache

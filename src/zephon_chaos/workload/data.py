@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from zephon_chaos.lanes import dp_degree, dp_group
-from zephon_chaos.workload.spec import DataSpec, PipelineSpec, SourceSpec
+from zephon_chaos.workload.records import SampleId
+from zephon_chaos.workload.spec import (
+    BINNED_PACKINGS,
+    TOKEN_LIMIT,
+    DataSpec,
+    PipelineSpec,
+    SourceSpec,
+    StagesSpec,
+)
+
+TOKEN_SPAN = TOKEN_LIMIT
+"""Token ``k`` of a row is ``code * TOKEN_SPAN + k``: a token names its row and its place in
+it, so a packed segment, whole or a slice, says which sample it came from."""
+_SHARD_BITS = 20
+_SOURCE_BITS = 40
 
 
 def row(source: str, shard: int, index: int) -> dict[str, Any]:
@@ -46,6 +62,66 @@ def _dataset(src: SourceSpec, data_dir: str | None) -> Any:
         for shard, count in enumerate(src.shards)
     }
     return Dataset.from_dict(src.name, shards)
+
+
+def tokenized(
+    row: Mapping[str, Any], *, tokens: int, drop_every: int, sources: Mapping[str, int]
+) -> dict[str, Any] | None:
+    """The tokenizer's stand-in: 1..``tokens`` token ids a pure function of the row (so every
+    lane's stream is reproducible), or None for one row in ``drop_every`` (a filter). Only the
+    token field is kept, as a tokenizer without ``preserve_upstream_payload`` keeps it: a
+    wrapping packer slices every field that has a length."""
+    shard, index = int(row["shard"]), int(row["i"])
+    if drop_every and index % drop_every == drop_every - 1:
+        return None
+    source = sources[row["source"]]
+    code = (source << _SOURCE_BITS) | (shard << _SHARD_BITS) | index
+    n = 1 + (index * 7 + shard * 3 + source) % tokens
+    return {"input_ids": [code * TOKEN_SPAN + k for k in range(n)]}
+
+
+def segment_id(token_ids: list[int]) -> SampleId:
+    """The sample a packed segment was cut from, checked: one row's tokens, in order."""
+    if not token_ids:
+        raise ValueError("a packed segment holds no tokens")
+    code, first = divmod(int(token_ids[0]), TOKEN_SPAN)
+    expected = [code * TOKEN_SPAN + first + k for k in range(len(token_ids))]
+    if [int(t) for t in token_ids] != expected:
+        raise ValueError(f"a packed segment mixes rows or reorders tokens: {token_ids}")
+    mask = (1 << _SHARD_BITS) - 1
+    return (code >> _SOURCE_BITS, (code >> _SHARD_BITS) & mask, code & mask)
+
+
+def batch_ids(batch: Any, stages: StagesSpec) -> list[SampleId]:
+    """The samples a batch holds, in order. Without packing, Zephon's own ids; with it, every
+    bin's segments in the bin's order, read from their tokens (a bin's ``ids`` entry names
+    one sample of several). A row a wrapping packer split appears once per piece, as it does
+    in the reference. Bin boundaries inside one batch are not part of this identity."""
+    if stages.pack == "none":
+        return [tuple(int(x) for x in sid) for sid in batch.ids]  # type: ignore[misc]
+    return [
+        segment_id(seg["input_ids"])
+        for record in batch.records
+        for seg in record.payload["packed_samples"]
+    ]
+
+
+def _with_stages(pipe: Any, data: DataSpec) -> Any:
+    """tokenize -> pack -> shuffle, as the downstream orders them; each stage only if asked."""
+    st = data.stages
+    if st.tokens:
+        sources = {src.name: i for i, src in enumerate(data.sources)}
+        pipe = pipe.map_transform(
+            partial(tokenized, tokens=st.tokens, drop_every=st.drop_every, sources=sources)
+        )
+    if st.pack != "none":
+        bins = {"num_bins": st.pack_bins} if st.pack in BINNED_PACKINGS else {}
+        pipe = pipe.pack_sequences(
+            st.pack_length, algorithm=st.pack, tokens_field="input_ids", **bins
+        )
+    if st.shuffle != "none":
+        pipe = pipe.shuffle(st.shuffle_buffer, seed=st.shuffle_seed, algorithm=st.shuffle)
+    return pipe
 
 
 def build_pipeline(
@@ -96,4 +172,5 @@ def build_pipeline(
         options["aggregate_store"] = aggregate_store
     if aggregate_dir is not None:
         options["aggregate_dir"] = aggregate_dir
-    return Pipeline(source).batch(microbatch_size=data.microbatch).options(**options)
+    pipe = _with_stages(Pipeline(source), data)
+    return pipe.batch(microbatch_size=data.microbatch).options(**options)

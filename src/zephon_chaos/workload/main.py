@@ -19,7 +19,7 @@ from typing import Any
 from zephon_chaos.lanes import dp_group, lanes_of
 from zephon_chaos.workload import persist
 from zephon_chaos.workload.checkpointing import take_checkpoint
-from zephon_chaos.workload.data import build_pipeline
+from zephon_chaos.workload.data import batch_ids, build_pipeline
 from zephon_chaos.workload.hooks import RankHooks
 from zephon_chaos.workload.meetings import lag_hooks, meet, meet_before_fault, record_collective
 from zephon_chaos.workload.plants import Plant
@@ -219,7 +219,7 @@ def run_rank(
                 _to_device(batch, device, out)
             lane = int(batch.lane_ids[0])
             lane_counts[lane] = lane_counts.get(lane, 0) + 1
-            planted = plant.apply(lane, [tuple(int(x) for x in sid) for sid in batch.ids])
+            planted = plant.apply(lane, batch_ids(batch, spec.data.stages))
             if planted is not None:
                 out.write(
                     "batch",

@@ -7,7 +7,7 @@ saved in a scenario file) is read the same way by every rank of every launch.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,6 +63,98 @@ class SourceSpec:
         return sum(self.shards)
 
 
+PACKINGS: tuple[str, ...] = ("none", "first_fit", "best_fit", "wrap", "best_fit_wrap")
+"""``pack_sequences`` algorithms, none first: whole rows into bins (``first_fit``,
+``best_fit``), or rows split across bins (``wrap``, ``best_fit_wrap``)."""
+BINNED_PACKINGS: tuple[str, ...] = ("first_fit", "best_fit")
+"""The algorithms that keep ``num_bins`` open bins (Zephon refuses the argument elsewhere)."""
+SHUFFLES: tuple[str, ...] = ("none", "streaming", "block", "block_warmup")
+"""``shuffle`` buffer algorithms, none first."""
+TOKEN_LIMIT = 1 << 10
+"""Tokens a row may have: a token id is its row's code times this plus its place in the row."""
+
+
+@dataclass(frozen=True)
+class StagesSpec:
+    """The stages a downstream recipe puts between the mixture and the batch, in its order:
+    tokenize, pack, shuffle (torchtitan-zephon's ``ZephonDataLoader``). Each keeps state per
+    lane that a checkpoint must carry across a resume; all are off by default, so a scenario
+    file written before they existed means what it meant.
+
+    ``tokens``: 0 passes rows as they are; n > 0 maps each row to 1..n token ids, a pure
+    function of the row (``map_transform``, the tokenizer's stand-in: no tokenizer can be
+    downloaded here), whose values name the row, so a packed bin says what it holds.
+    ``drop_every``: that map also drops one row in ``drop_every`` (0: none), as a filter.
+    ``pack``: one of ``PACKINGS`` (``pack_sequences`` into bins of ``pack_length`` tokens,
+    ``pack_bins`` open bins for the binned algorithms). ``shuffle``: one of ``SHUFFLES``
+    (a buffer of ``shuffle_buffer`` records, ``shuffle_seed``).
+    """
+
+    tokens: int = 0
+    drop_every: int = 0
+    pack: str = "none"
+    pack_length: int = 16
+    pack_bins: int = 4
+    shuffle: str = "none"
+    shuffle_buffer: int = 8
+    shuffle_seed: int = 0
+
+    @property
+    def any(self) -> bool:
+        return bool(self.tokens) or self.pack != "none" or self.shuffle != "none"
+
+    def invalid(self) -> tuple[str, str] | None:
+        """The first field no pipeline could run with, and why; None when all can."""
+        checks = (
+            ("tokens", 0 <= self.tokens < TOKEN_LIMIT, f"must be 0 (off) to {TOKEN_LIMIT - 1}"),
+            ("drop_every", self.drop_every == 0 or self.drop_every >= 2, "must be 0 or 2+"),
+            ("drop_every", not self.drop_every or self.tokens, "needs tokens (the map drops)"),
+            ("pack", self.pack in PACKINGS, f"must be one of {PACKINGS}"),
+            ("pack", self.pack == "none" or self.tokens, "needs tokens to pack"),
+            ("pack_length", self.pack_length >= 1, "must be at least 1"),
+            ("pack_bins", self.pack_bins >= 1, "must be at least 1"),
+            ("shuffle", self.shuffle in SHUFFLES, f"must be one of {SHUFFLES}"),
+            ("shuffle_buffer", self.shuffle_buffer >= 1, "must be at least 1"),
+        )
+        return next(((name, why) for name, ok, why in checks if not ok), None)
+
+    def describe(self) -> str:
+        """``tokens<=9 -1/3 -> pack first_fit(16, 4 bins) -> shuffle streaming(8)``, or ''."""
+        parts = []
+        if self.tokens:
+            dropped = f" -1/{self.drop_every}" if self.drop_every else ""
+            parts.append(f"tokens<={self.tokens}{dropped}")
+        if self.pack != "none":
+            bins = f", {self.pack_bins} bins" if self.pack in BINNED_PACKINGS else ""
+            parts.append(f"pack {self.pack}({self.pack_length}{bins})")
+        if self.shuffle != "none":
+            parts.append(f"shuffle {self.shuffle}({self.shuffle_buffer})")
+        return " -> ".join(parts)
+
+
+def stage_count(stages: StagesSpec) -> int:
+    """How many of a scenario's stage settings differ from none: smaller is plainer."""
+    plain = StagesSpec()
+    return sum(getattr(stages, f.name) != getattr(plain, f.name) for f in fields(StagesSpec))
+
+
+def plainer_stages(stages: StagesSpec) -> list[StagesSpec]:
+    """Simpler stages, the biggest simplification first: none; then without the shuffle, the
+    pack or the filter, each alone; then any one setting at its default, where valid."""
+    plain = StagesSpec()
+    if stages == plain:
+        return []
+    out = [plain]
+    for change in ({"shuffle": "none"}, {"pack": "none"}, {"drop_every": 0}):
+        out.append(replace(stages, **change))
+    out += [replace(stages, **{f.name: getattr(plain, f.name)}) for f in fields(StagesSpec)]
+    seen: list[StagesSpec] = []
+    for cand in out:
+        if cand != stages and cand not in seen and cand.invalid() is None:
+            seen.append(cand)
+    return seen
+
+
 @dataclass(frozen=True)
 class DataSpec:
     sources: tuple[SourceSpec, ...] = (SourceSpec("a"),)
@@ -70,6 +162,7 @@ class DataSpec:
     chunk_size: int = 16
     shuffle: bool = True
     microbatch: int = 4
+    stages: StagesSpec = field(default_factory=StagesSpec)
 
 
 @dataclass(frozen=True)
@@ -269,6 +362,7 @@ _NESTED: dict[str, type] = {
     "data": DataSpec,
     "pipeline": PipelineSpec,
     "sources": SourceSpec,
+    "stages": StagesSpec,
     "checkpoints": CheckpointAt,
     "faults": RankFault,
     "child_faults": ChildFault,
