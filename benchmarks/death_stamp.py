@@ -27,9 +27,9 @@ import threading
 import time
 from pathlib import Path
 
-from zephon_chaos.launch._deathstamp.stamper import SCAN_INTERVAL_S, pidfd_of_living
 from zephon_chaos.launch.deathwatch import DeathWatch
-from zephon_chaos.launch.procs import ProcId, proc_id, recorded_procs
+from zephon_chaos.procs import ProcId, proc_id, recorded_procs
+from zephon_chaos.procs._deathstamp.stamper import SCAN_INTERVAL_S, pidfd_of_living
 
 CHILD = (
     "import os, signal, sys, time\n"

@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 
 from zephon_chaos.launch.ports import EADDRINUSE_MARKERS
-from zephon_chaos.launch.procs import PID_DIR_VAR, TAG_VAR, ProcId, proc_id
+from zephon_chaos.procs import PID_DIR_VAR, TAG_VAR, ProcId, proc_id
 
 RUN_VAR = "ZEPHON_CHAOS_RELIABILITY_RUN"
 MARKER = "not gpu and not slow"

@@ -29,7 +29,7 @@ from zephon_chaos.explore.summary_json import (
     SummaryFacts,
     read_summary_json,
 )
-from zephon_chaos.launch.procs import pids_with_env
+from zephon_chaos.procs import pids_with_env
 
 MARKER_VAR = "ZC_TIME_TO_FIND_RUN"
 """Carried by every process of one explore run: how its whole tree is found and killed."""

@@ -24,7 +24,7 @@ import psutil
 
 if TYPE_CHECKING:  # types only: diagnostics sits below launch, which calls it at a deadline
     from zephon_chaos.launch.group import TorchrunGroup
-    from zephon_chaos.launch.procs import ProcId
+    from zephon_chaos.procs import ProcId
 
 PYSPY_VAR = "ZEPHON_CHAOS_PYSPY"
 """Path of the py-spy binary; ``off`` skips py-spy (to exercise the faulthandler fallback)."""

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from zephon_chaos.errors import HarnessError
-from zephon_chaos.launch.procs import ProcId
+from zephon_chaos.procs import ProcId
 
 POLL_S = 0.01
 

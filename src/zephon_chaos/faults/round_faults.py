@@ -32,10 +32,10 @@ from typing import Any
 from zephon_chaos.faults.control import InterposerControl
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.faults.process import ProcessFaultError, StopEvidence, wait_stopped
-from zephon_chaos.launch.procs import ProcId, start_ticks
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
 from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.procs import ProcId, start_ticks
 from zephon_chaos.scenario_rules import rank_point
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault, WorkloadSpec
 

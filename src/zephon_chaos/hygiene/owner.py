@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from zephon_chaos.errors import HarnessError
-from zephon_chaos.launch.procs import ProcId, proc_id
+from zephon_chaos.procs import ProcId, proc_id
 
 OWNER_VAR = "ZEPHON_CHAOS_OWNER"
 BASE_VAR = "ZEPHON_CHAOS_TMP_BASE"

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 
 from zephon_chaos.hygiene.owner import OWNER_VAR
-from zephon_chaos.launch.procs import PID_DIR_VAR, TAG_VAR, ProcId, proc_id, stat_field
+from zephon_chaos.procs import PID_DIR_VAR, TAG_VAR, ProcId, proc_id, stat_field
 
 WATCHED_VARS = (OWNER_VAR, TAG_VAR, PID_DIR_VAR)
 

@@ -37,7 +37,7 @@ from zephon_chaos.hygiene.proctable import (
     listening_ports_of,
     our_processes,
 )
-from zephon_chaos.launch.procs import PID_DIR_VAR, ProcId, recorded_procs
+from zephon_chaos.procs import PID_DIR_VAR, ProcId, recorded_procs
 
 SHM_DIR = Path("/dev/shm")
 TEMP_PREFIXES = ("zephon", "torchelastic_", "zc-")

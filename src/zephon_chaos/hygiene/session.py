@@ -32,7 +32,7 @@ from zephon_chaos.hygiene.owner import (
 from zephon_chaos.hygiene.proctable import our_processes
 from zephon_chaos.hygiene.reaper import Cleanup, reap
 from zephon_chaos.hygiene.snapshot import Resources, live_children
-from zephon_chaos.launch.procs import ProcId
+from zephon_chaos.procs import ProcId
 
 _SESSIONS: dict[int, ChaosSession] = {}
 

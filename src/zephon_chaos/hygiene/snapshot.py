@@ -37,7 +37,7 @@ import psutil
 from zephon_chaos.hygiene.owner import OWNER_VAR
 from zephon_chaos.hygiene.proctable import held_paths, is_held, listening_ports_of, our_processes
 from zephon_chaos.launch.netns import HostNetwork, delete_namespace, named_namespaces
-from zephon_chaos.launch.procs import ProcessRegistry, ProcId, proc_id
+from zephon_chaos.procs import ProcessRegistry, ProcId, proc_id
 
 LEAK_PREFIXES = ("zephon", "torchelastic_")
 SHM_DIR = Path("/dev/shm")

@@ -4,7 +4,7 @@ torchelastic stamps failures in whole seconds, and a rank killed by a signal (th
 SIGKILL, say) leaves no exit note of its own, so a peer that then fails on the closed
 connection may look first. The harness is no parent of the workers, but a pidfd (Linux 5.3+)
 of any process becomes readable the moment that process exits. Per launch, a small process
-of the standard library only (``_deathstamp/stamper.py``) waits on a pidfd for every process
+of the standard library only (``procs/_deathstamp/stamper.py``) waits on a pidfd for every process
 the launch records and stamps each death on ``CLOCK_MONOTONIC``, the clock of the exit notes.
 In a process of its own it reads the clock as soon as the kernel wakes it: a thread of the
 harness first waits for the harness's interpreter lock, and its stamps came 5-45 ms late on a
@@ -22,9 +22,10 @@ import sys
 import threading
 from pathlib import Path
 
-from zephon_chaos.launch.procs import ProcId
+from zephon_chaos.procs import ProcId
+from zephon_chaos.procs._deathstamp import stamper
 
-STAMPER = Path(__file__).with_name("_deathstamp") / "stamper.py"
+STAMPER = Path(stamper.__file__)
 STOP_S = 10.0
 """How long the stamper may take to end after its input closed, before it is killed."""
 

@@ -31,16 +31,16 @@ from zephon_chaos.launch.exitcodes import describe
 from zephon_chaos.launch.first_failure import FailedRank, first_failure
 from zephon_chaos.launch.launch_env import launch_env
 from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
-from zephon_chaos.launch.procs import (
+from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
+from zephon_chaos.launch.spawner import AgentProcess, AgentSpawner, CliSpawner
+from zephon_chaos.launch.spec import LaunchSpec
+from zephon_chaos.procs import (
     ProcessRegistry,
     ProcId,
     exit_notes,
     raise_notes,
     recorded_procs,
 )
-from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
-from zephon_chaos.launch.spawner import AgentProcess, AgentSpawner, CliSpawner
-from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.workload.self_faults import self_signals
 
 STATIC_PORT_ATTEMPTS = 5

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry
+from zephon_chaos.procs import SPAWNHOOK_DIR, ProcessRegistry
 
 INHERITED_LAUNCH_VARS = (
     "RANK",
@@ -31,7 +31,7 @@ def launch_env(
 ) -> dict[str, str]:
     """This process's environment less an enclosing launch's variables, with the launch's
     temp folder, gloo on loopback, one OpenMP thread (unless set), unbuffered output, the
-    spawn hook that records every process (``launch.procs``), its registry's tag, then
+    spawn hook that records every process (``procs``), its registry's tag, then
     ``extra`` (the launch spec's own variables, which win)."""
     env = {k: v for k, v in os.environ.items() if k not in INHERITED_LAUNCH_VARS}
     pythonpath = [SPAWNHOOK_DIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from zephon_chaos.errors import HarnessError
-from zephon_chaos.launch.procs import ProcId, proc_id
+from zephon_chaos.procs import ProcId, proc_id
 
 NETNS_DIR = "/run/netns"
 PREFIX = "zc-"

@@ -29,7 +29,7 @@ from pathlib import Path
 from zephon_chaos.closing import Closing
 from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.ports import LOOPBACK
-from zephon_chaos.launch.procs import ProcId, proc_id, stat_field
+from zephon_chaos.procs import ProcId, proc_id, stat_field
 
 SERVER_CODE = r"""
 import os, select, socket, sys, time

@@ -29,8 +29,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from zephon_chaos.launch._spawnhook.sitecustomize import rank_record
-from zephon_chaos.launch.procs import PID_DIR_VAR, start_ticks
+from zephon_chaos.procs import PID_DIR_VAR, start_ticks
+from zephon_chaos.procs._spawnhook.sitecustomize import rank_record
 from zephon_chaos.workload.spawn_hook import spawn_hook_call
 
 PR_SET_PDEATHSIG = 1

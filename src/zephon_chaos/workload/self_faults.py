@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from zephon_chaos.launch.procs import ProcId
+    from zephon_chaos.procs import ProcId
 
 NOTES_SUBDIR = "self-signals"
 
@@ -37,7 +37,7 @@ def signal_self(action: str) -> bool:
 
 
 def _leave_note(action: str) -> None:
-    from zephon_chaos.launch.procs import PID_DIR_VAR, start_ticks
+    from zephon_chaos.procs import PID_DIR_VAR, start_ticks
     from zephon_chaos.workload.spawn_hook import spawn_hook_call
 
     if action in ("sigkill", "sigterm", "exit"):
@@ -55,6 +55,6 @@ def _leave_note(action: str) -> None:
 
 def self_signals(pid_dir: Path) -> dict[ProcId, str]:
     """The action of every rank of a launch that fired on itself."""
-    from zephon_chaos.launch.procs import read_notes
+    from zephon_chaos.procs import read_notes
 
     return read_notes(Path(pid_dir), NOTES_SUBDIR)

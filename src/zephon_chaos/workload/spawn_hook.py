@@ -1,4 +1,4 @@
-"""Calls into the spawn hook (``launch/_spawnhook``) from inside a rank process.
+"""Calls into the spawn hook (``procs/_spawnhook``) from inside a rank process.
 
 Rank-side, so that the workload reaches the hook without importing the launcher: the hook
 marks itself with ``HOOK_MARK`` instead of being known by its folder.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.diagnostics.stacks import STACKS_SUBDIR, Target, capture_stacks
-from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcId, proc_id
+from zephon_chaos.procs import SPAWNHOOK_DIR, ProcId, proc_id
 
 PROGRAM = """\
 import os, signal, sys

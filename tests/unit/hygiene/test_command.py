@@ -13,7 +13,7 @@ import pytest
 from zephon_chaos.hygiene.command import owned_command
 from zephon_chaos.hygiene.ledger import SESSIONS
 from zephon_chaos.hygiene.owner import BASE_VAR, OWNER_VAR, private_root, session_id
-from zephon_chaos.launch.procs import proc_id
+from zephon_chaos.procs import proc_id
 
 COMMAND = """
 import subprocess, sys

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.hygiene.proctable import listening_ports_of
-from zephon_chaos.launch.procs import ProcId, scan_tag
+from zephon_chaos.procs import ProcId, scan_tag
 
 pytestmark = pytest.mark.cpu
 

@@ -15,7 +15,7 @@ from zephon_chaos.cli import main as cli_main
 from zephon_chaos.hygiene.ledger import SESSIONS, SessionLedger
 from zephon_chaos.hygiene.owner import OWNER_VAR, owner_value, private_root, session_id
 from zephon_chaos.hygiene.reaper import reap
-from zephon_chaos.launch.procs import PID_DIR_VAR, TAG_VAR, ProcId, proc_id
+from zephon_chaos.procs import PID_DIR_VAR, TAG_VAR, ProcId, proc_id
 
 SLEEPER = "import sys, time; print('up', flush=True); time.sleep(600)"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.hygiene.owner import OWNER_VAR
-from zephon_chaos.launch.procs import SPAWNHOOK_DIR, ProcessRegistry
+from zephon_chaos.procs import SPAWNHOOK_DIR, ProcessRegistry
 
 OUT = Path(os.environ["HYGIENE_OUT"])
 ORPHAN = (

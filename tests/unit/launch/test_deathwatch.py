@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from zephon_chaos.launch.deathwatch import DeathWatch
-from zephon_chaos.launch.procs import ProcId, proc_id
+from zephon_chaos.procs import ProcId, proc_id
 
 pytestmark = [
     pytest.mark.skipif(not DeathWatch.available(), reason="no pidfd_open here"),

@@ -10,7 +10,7 @@ import pytest
 
 from zephon_chaos.launch import LAUNCH_PATHS
 from zephon_chaos.launch.deathwatch import DeathWatch
-from zephon_chaos.launch.procs import exit_notes
+from zephon_chaos.procs import exit_notes
 
 pytestmark = pytest.mark.cpu
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from zephon_chaos.launch.procs import SPAWNHOOK_DIR
+from zephon_chaos.procs import SPAWNHOOK_DIR
 
 
 def test_a_process_that_execs_a_shorter_command_keeps_a_whole_record(tmp_path: Path) -> None:
@@ -23,7 +23,7 @@ def test_a_process_that_execs_a_shorter_command_keeps_a_whole_record(tmp_path: P
 
 
 def test_the_rank_side_knows_the_hook_by_its_mark() -> None:
-    from zephon_chaos.launch._spawnhook import sitecustomize
+    from zephon_chaos.procs._spawnhook import sitecustomize
     from zephon_chaos.workload.spawn_hook import HOOK_MARK
 
     assert getattr(sitecustomize, HOOK_MARK) is True

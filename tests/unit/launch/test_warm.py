@@ -16,7 +16,6 @@ import pytest
 from tests.unit.launch.test_group import CASES, MISBEHAVIOURS, misbehaviour_env
 from zephon_chaos.fixtures.warm import warm_launcher_for
 from zephon_chaos.launch import LAUNCH_PATHS, GroupResult, LaunchSpec
-from zephon_chaos.launch.procs import exit_notes
 from zephon_chaos.launch.warm import (
     WARM_NOTE,
     WarmGroup,
@@ -25,6 +24,7 @@ from zephon_chaos.launch.warm import (
     server_survivors,
     warm_launcher,
 )
+from zephon_chaos.procs import exit_notes
 from zephon_chaos.runner import Launcher, ScenarioRunner
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.records import read_phase

@@ -85,7 +85,7 @@ def test_a_rank_notes_when_its_error_leaves_main_before_any_teardown(tmp_path: P
     import subprocess
     import sys
 
-    from zephon_chaos.launch.procs import SPAWNHOOK_DIR, exit_notes, raise_notes
+    from zephon_chaos.procs import SPAWNHOOK_DIR, exit_notes, raise_notes
 
     pythonpath = os.pathsep.join([SPAWNHOOK_DIR, *sys.path])
     env = {**os.environ, "PYTHONPATH": pythonpath, "ZEPHON_CHAOS_PID_DIR": str(tmp_path)}

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from zephon_chaos.launch.procs import ProcessRegistry
+from zephon_chaos.procs import ProcessRegistry
 
 
 def run_script(

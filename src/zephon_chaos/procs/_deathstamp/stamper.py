@@ -12,8 +12,8 @@ MONOTONIC`` when it died. It ends when its stdin closes, after the deaths alread
 A record is a file ``<pid>-<start ticks>`` (the spawn hook's); a process dead or recycled when
 first seen is not watched, so it never gets a late stamp.
 
-``launch.procs`` takes its ``/proc`` parsing and its reading of the records from here, so that
-this process and the harness read them alike without this one importing the harness.
+``procs`` (the package above) takes its ``/proc`` parsing and its reading of the records from
+here, so that this process and the harness read them alike without this one importing the harness.
 """
 
 from __future__ import annotations

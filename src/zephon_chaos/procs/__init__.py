@@ -4,6 +4,11 @@ Three sources, so that no orphan escapes: the PIDs of the agents we spawn, the P
 Python interpreter of the group writes at start-up (``_spawnhook``), and a scan for the group's
 environment tag (for non-Python children). Identity is (pid, start ticks), so a recycled PID is
 never mistaken for ours.
+
+A leaf of the stack, below the workload: ranks use it (``workload.self_faults``) as much as the
+launcher does. Its two helpers run by path, standard library only, and import nothing of the
+package: ``_spawnhook`` (first on every group's ``PYTHONPATH``) and ``_deathstamp`` (the death
+watch's ``python -I`` process, ``launch.deathwatch``).
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ import psutil
 
 # The stamper's parsing of /proc and of the records (it may import only the standard
 # library), and the folders the spawn hook writes its notes in: their own names, not copies.
-from zephon_chaos.launch._deathstamp.stamper import recorded
-from zephon_chaos.launch._deathstamp.stamper import start_ticks as start_ticks
-from zephon_chaos.launch._deathstamp.stamper import stat_field as stat_field
-from zephon_chaos.launch._spawnhook.sitecustomize import EXITS_SUBDIR, RAISED_SUBDIR
+from zephon_chaos.procs._deathstamp.stamper import recorded
+from zephon_chaos.procs._deathstamp.stamper import start_ticks as start_ticks
+from zephon_chaos.procs._deathstamp.stamper import stat_field as stat_field
+from zephon_chaos.procs._spawnhook.sitecustomize import EXITS_SUBDIR, RAISED_SUBDIR
 
 TAG_VAR = "ZEPHON_CHAOS_GROUP"
 PID_DIR_VAR = "ZEPHON_CHAOS_PID_DIR"
