@@ -1,0 +1,46 @@
+"""What every known defect is made of, and the readings of an outcome several of them share.
+
+A defect's ``explains`` predicate reads the kind and the place of a problem, then the records
+of the launch it was found in; the helpers here are those first steps, so each defect's module
+says only what is its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.runner import PhaseRun, ScenarioOutcome
+
+
+@dataclass(frozen=True)
+class KnownDefect:
+    id: str
+    summary: str
+    evidence: str
+    explains: Callable[[ScenarioOutcome, Problem], bool]
+
+
+def run_of(outcome: ScenarioOutcome, problem: Problem) -> PhaseRun | None:
+    """The launch ``problem`` was found in."""
+    return next((r for r in outcome.phases if r.index == problem.phase), None)
+
+
+def launch_failed(problem: Problem) -> bool:
+    """A launch that failed: unexpectedly, before its scheduled rank fault fired, or not with
+    the error a refusal names; or, in a faulted launch, a rank whose error is not the fault's
+    cause, or a fault that never fired (the launch failed before its point)."""
+    return (
+        problem.area is Area.LAUNCH
+        or problem.is_(Area.CRASH, Kind.EARLY_FAILURE)
+        or problem.is_(Area.REFUSAL, Kind.WRONG_ERROR)
+        or problem.is_(Area.FAULT, Kind.NO_CAUSE, Kind.NO_EVIDENCE)
+    )
+
+
+def over_bound(problem: Problem) -> bool:
+    """A faulted round's attempt, or a wait, longer than its bound."""
+    return problem.is_(Area.FAULT, Kind.SLOW_FAILURE) or problem.is_(
+        Area.LIVENESS, Kind.UNBOUNDED_WAIT
+    )

@@ -1,0 +1,86 @@
+"""``missed-round-poisons-next``: a round some rank never joined leaves the ranks'
+``last_round_id``s apart, so the next round's merge refuses them."""
+
+from __future__ import annotations
+
+from zephon_chaos.explore.known.defect import KnownDefect, run_of
+from zephon_chaos.oracles.policies import RoundOutcome
+from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.runner import ScenarioOutcome
+
+MISMATCH = "last_round_id mismatch across shards"
+
+
+def _missed_round(outcome: ScenarioOutcome, problem: Problem) -> bool:
+    """An on-time round refused by the leader's merge for differing ``last_round_id``s, right
+    after a round that failed (one some rank never joined)."""
+    if not problem.is_(Area.POLICY, Kind.ON_TIME_FAILURE) or problem.checkpoint is None:
+        return False
+    index = problem.checkpoint
+    run = run_of(outcome, problem)
+    if run is None or run.policy is None:
+        return False
+    before = next((r for r in run.policy.rounds if r.index == index - 1), None)
+    if before is None or (before.outcome is RoundOutcome.COMPLETED and before.agreed):
+        return False
+    errors = [c.error or "" for rec in run.records for c in rec.checkpoints if c.index == index]
+    return any(MISMATCH in e for e in errors)
+
+
+def _poisoned_retry(outcome: ScenarioOutcome, problem: Problem) -> bool:
+    """A rank's retry of a checkpoint refused by the merge for differing ``last_round_id``s,
+    after an attempt of the same checkpoint failed (a fault failed the round): in a faulted
+    launch the fault oracle, not the policy oracle, names the rank's error."""
+    run = run_of(outcome, problem) if problem.is_(Area.FAULT, Kind.NO_CAUSE) else None
+    if run is None:
+        return False
+    rank = problem.rank
+    for rec in run.records:
+        if rec.rank != rank:
+            continue
+        attempts = [ev for ev in rec.events if ev.get("kind") == "checkpoint_attempt"]
+        for c in rec.checkpoints:
+            if MISMATCH not in (c.error or ""):
+                continue
+            refused = [
+                ev["attempt"]
+                for ev in attempts
+                if ev.get("index") == c.index and MISMATCH in (ev.get("error") or "")
+            ]
+            first = min(refused, default=0)
+            if any(
+                ev.get("index") == c.index and ev.get("attempt", 0) < first and not ev.get("ok")
+                for ev in attempts
+            ):
+                return True
+    return False
+
+
+def _missed_or_failed_round(outcome: ScenarioOutcome, problem: Problem) -> bool:
+    return _missed_round(outcome, problem) or _poisoned_retry(outcome, problem)
+
+
+MISSED_ROUND_POISONS_NEXT = KnownDefect(
+    id="missed-round-poisons-next",
+    summary=(
+        "after a round a follower never joined (it called checkpoint() once the round had "
+        "failed), the next checkpoint fails on every rank although all call it on time; the "
+        "one after completes"
+    ),
+    evidence=(
+        "zephon 0.2.0 _internal/coordination.py RoundCoordinator.aggregate sets "
+        "last_round_id as soon as a caller has a round id (the leader at once); with a KV "
+        "store the failure notice sits at the result key (_failure_location returns "
+        "_result_location), so _read_open_round_id skips the failed round and a late follower "
+        "joins none; each next shard carries its own last_round_id and engine.py "
+        "Engine._merge_state_dicts refuses 'last_round_id mismatch across shards'. The same "
+        "defect is reached with no rank late: when the leader's own shard write raises, _lead "
+        "(coordination.py 576-583) publishes a failure notice to the round's outcome key but "
+        "keeps last_round_id (set at 527), followers that read the announcement after it join "
+        "no round (462-465), and the lockstep retry is refused by engine.py "
+        "Engine._merge_state_dicts (1988-1990, 2001-2005). Standalone: "
+        "tests/zephon/repro/missed_round_poisons_next.py, "
+        "tests/zephon/repro/failed_attempt_poisons_retry.py"
+    ),
+    explains=_missed_or_failed_round,
+)

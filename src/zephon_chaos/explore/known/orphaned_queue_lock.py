@@ -1,0 +1,66 @@
+"""``killed-worker-orphans-task-queue-lock``: a process-runner worker killed while it waits
+for a command keeps its task queue's read lock, recognised in the hung launch's stacks."""
+
+from __future__ import annotations
+
+from zephon_chaos.diagnostics.frames import ThreadStack, parse_stacks
+from zephon_chaos.explore.known.defect import KnownDefect, run_of
+from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.runner import ScenarioOutcome
+
+WATCHDOG_REDISPATCH = "_handle_dead_worker"
+"""Where Zephon's process-runner watchdog re-dispatches a dead worker's commands."""
+WORKER_MAIN = "_process_worker_main"
+"""A process-runner worker's loop (``_internal/runners/process.py``)."""
+LOCK_WAIT = "SemLock.__enter__"
+"""A wait for a multiprocessing lock: in a worker, for its task queue's read lock."""
+
+
+def _locked_out(thread: ThreadStack) -> bool:
+    """A thread stuck for good by a killed worker: a worker waiting for its task queue's read
+    lock, or the watchdog re-dispatching into the queue nobody can read."""
+    names = {frame.func.split(".")[-1] for frame in thread.frames}
+    in_worker = WORKER_MAIN in names and any(f.func == LOCK_WAIT for f in thread.frames)
+    in_watchdog = any(
+        f.func.split(".")[-1] == WATCHDOG_REDISPATCH and f.file.endswith("process.py")
+        for f in thread.frames
+    )
+    return in_worker or in_watchdog
+
+
+def _orphaned_queue_lock(outcome: ScenarioOutcome, problem: Problem) -> bool:
+    """A launch whose child fault killed workers hung, and its stacks show a replacement
+    waiting for the task queue's read lock or the watchdog still re-dispatching."""
+    if not problem.is_(Area.LAUNCH, Kind.TIMEOUT):
+        return False
+    run = run_of(outcome, problem)
+    if run is None or not run.phase.child_faults:
+        return False
+    return any(
+        _locked_out(thread) for text in run.result.stacks.values() for thread in parse_stacks(text)
+    )
+
+
+KILLED_WORKER_ORPHANS_QUEUE_LOCK = KnownDefect(
+    id="killed-worker-orphans-task-queue-lock",
+    summary=(
+        "with runner='process', a worker killed while it waits for its next command (the "
+        "consumer paused, or the workers ahead of it) keeps its task queue's read lock for "
+        "good: no replacement reads a command again, the watchdog blocks re-dispatching under "
+        "the runner's shutdown lock, and next() (once the buffers are drawn) and close() never "
+        "return"
+    ),
+    evidence=(
+        "zephon 0.2.0 _internal/runners/process.py: a worker waits with a blocking "
+        "config.task_queue.get() (456) on a multiprocessing.Queue shared by the stage's "
+        "workers (NamedQueue, runners/queue.py 59), whose get holds the queue's cross-process "
+        "read lock while it waits (CPython multiprocessing/queues.py 102-103); "
+        "_handle_dead_worker (1077-1287) replaces the process but not the queue, and "
+        "re-dispatches every pending command per dead worker (1113-1114) with a blocking put "
+        "(1274-1284) under _shutdown_lock (_watchdog_loop, 1021); _shutdown_workers takes "
+        "that lock with no timeout (1838). Standalone: tests/zephon/repro/paused_worker_death.py "
+        "(killed: one worker reading the task pipe, three waiting for its lock; all three "
+        "replacements wait for the lock, none reads; docs/faults.md Findings 10)"
+    ),
+    explains=_orphaned_queue_lock,
+)
