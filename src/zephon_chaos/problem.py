@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Generic, Protocol, TypeVar
 
 
 class Area(StrEnum):
@@ -128,3 +129,32 @@ class Problem:
 
     def is_(self, area: Area, *kinds: str) -> bool:
         return self.area is area and (not kinds or self.kind in kinds)
+
+
+class OracleProblem(Protocol):
+    """An oracle's own record of a problem: its evidence, a line for people, a :class:`Problem`."""
+
+    def describe(self) -> str: ...
+
+    def problem(self) -> Problem: ...
+
+
+_P = TypeVar("_P", bound=OracleProblem)
+
+
+class ProblemsVerdict(Generic[_P]):
+    """What a verdict kept as its oracle's own problem records makes of them: it holds when
+    there are none, and tells them as lines and as :class:`Problem` values alike everywhere.
+    A dataclass subclass declares the ``problems`` field itself."""
+
+    problems: list[_P]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        return [p.describe() for p in self.problems]
+
+    def found(self) -> list[Problem]:
+        return [p.problem() for p in self.problems]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Kind, Problem, ProblemsVerdict
 
 LEADER = 0
 """Zephon's round leader: global rank 0 (worker 0)."""
@@ -138,9 +138,7 @@ class LivenessProblem:
             if self.kind is LivenessKind.SLOW_PROPAGATION
             else Kind.UNBOUNDED_WAIT
         )
-        return Problem(
-            Area.LIVENESS, kind, self.describe(), self.phase, self.checkpoint, self.rank
-        )
+        return Problem(Area.LIVENESS, kind, self.describe(), self.phase, self.checkpoint, self.rank)
 
     def describe(self) -> str:
         where = f"phase {self.phase}: liveness: "
@@ -160,7 +158,7 @@ class LivenessProblem:
 
 
 @dataclass
-class LivenessVerdict:
+class LivenessVerdict(ProblemsVerdict[LivenessProblem]):
     phase: int
     timeout_s: float
     bounds: LivenessBounds
@@ -171,10 +169,6 @@ class LivenessVerdict:
     propagations: list[Propagation] = field(default_factory=list)
     problems: list[LivenessProblem] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
     def waits(self, step: Step) -> list[float]:
         """Measured durations of one kind of step, in seconds."""
         return [t.seconds for t in self.timings if t.step is step]
@@ -182,9 +176,3 @@ class LivenessVerdict:
     def lags(self) -> list[float]:
         """Each failed round's slowest propagation, in seconds."""
         return [p.max_lag for p in self.propagations if p.max_lag is not None]
-
-    def lines(self) -> list[str]:
-        return [p.describe() for p in self.problems]
-
-    def found(self) -> list[Problem]:
-        return [p.problem() for p in self.problems]

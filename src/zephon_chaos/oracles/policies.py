@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Kind, Problem, ProblemsVerdict
 from zephon_chaos.workload.records import RankRecord
 
 LATE_SLACK_S = 0.5
@@ -99,22 +99,12 @@ class PolicyProblem:
 
 
 @dataclass
-class PolicyVerdict:
+class PolicyVerdict(ProblemsVerdict[PolicyProblem]):
     phase: int
     retry: str
     timeout_s: float
     rounds: list[RoundJudgement] = field(default_factory=list)
     problems: list[PolicyProblem] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def lines(self) -> list[str]:
-        return [p.describe() for p in self.problems]
-
-    def found(self) -> list[Problem]:
-        return [p.problem() for p in self.problems]
 
     @property
     def first_failed(self) -> RoundJudgement | None:
