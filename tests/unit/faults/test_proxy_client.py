@@ -20,7 +20,10 @@ import zephon_chaos
 from zephon_chaos.faults.proxy import (
     EmbeddedToxiproxy,
     ProxyApiError,
+    ProxyInfo,
     ProxyServerError,
+    ProxyStats,
+    ToxicInfo,
     ToxiproxyClient,
     choose_kind,
     start_server,
@@ -109,6 +112,47 @@ def test_non_2xx_raises_proxy_api_error(
     assert caught.value.status == status
     assert message in caught.value.message
     assert f"HTTP {status}" in str(caught.value)
+
+
+TOXIC = {"name": "t", "type": "latency", "stream": "upstream", "toxicity": 1, "attributes": {}}
+COUNTERS = {"bytes_received": 1, "bytes_sent": 2, "writes": 3}
+
+
+@pytest.mark.parametrize("sent", ["absent", None, {}, []])
+def test_a_record_keeps_its_default_where_the_server_sends_nothing(sent: object) -> None:
+    toxic = {k: v for k, v in TOXIC.items() if k != "attributes"}
+    proxy = {"name": "p", "listen": "127.0.0.1:1", "upstream": "u", "enabled": 1}
+    if sent != "absent":
+        toxic["attributes"] = proxy["toxics"] = sent
+    assert ToxicInfo.from_json(toxic) == ToxicInfo("t", "latency", "upstream", 1.0, {})
+    assert ProxyInfo.from_json(proxy) == ProxyInfo("p", "127.0.0.1:1", "u", True, ())
+
+
+def test_a_record_converts_its_fields_and_requires_those_without_default() -> None:
+    toxic = ToxicInfo.from_json({**TOXIC, "toxicity": "0.5", "attributes": {"latency": 7}})
+    assert toxic.toxicity == 0.5 and toxic.attributes == {"latency": 7}
+    proxy = {"name": "p", "listen": "[::1]:9", "upstream": "u", "enabled": 0, "toxics": [TOXIC]}
+    assert ProxyInfo.from_json(proxy) == ProxyInfo(
+        "p", "[::1]:9", "u", False, (ToxicInfo.from_json(TOXIC),)
+    )
+    stats = {
+        "name": "p",
+        "enabled": True,
+        **dict.fromkeys(("connections_accepted", "connections_active", "connections_closed"), 1),
+        **dict.fromkeys(
+            ("connections_closed_by_toxic", "upstream_connect_failures", "resets_sent"), 0
+        ),
+        "upstream": COUNTERS,
+        "downstream": COUNTERS,
+        "toxics": {"t": {"applied": 1, "bypassed": 0, "chunks": 1, "closes": 0}},
+    }
+    read = ProxyStats.from_json(stats)
+    assert read.upstream.writes == 3 and read.toxics["t"].applied == 1
+    for missing in ("name", "toxicity"):
+        with pytest.raises(KeyError, match=missing):
+            ToxicInfo.from_json({k: v for k, v in TOXIC.items() if k != missing})
+    with pytest.raises(KeyError, match="resets_sent"):
+        ProxyStats.from_json({k: v for k, v in stats.items() if k != "resets_sent"})
 
 
 def test_a_silent_server_times_out_with_a_clear_error() -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import requests
@@ -22,6 +22,9 @@ import requests
 from zephon_chaos.closing import Closing
 from zephon_chaos.errors import HarnessError
 from zephon_chaos.faults.proxy.middleware import EMBEDDED_HEADER
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 STREAMS = ("upstream", "downstream")
 
@@ -38,6 +41,23 @@ class ProxyApiError(HarnessError, RuntimeError):
         super().__init__(f"{where}HTTP {status}: {message}" if status else f"{where}{message}")
 
 
+_Info = TypeVar("_Info", bound="DataclassInstance")
+
+
+def _from_json(cls: type[_Info], data: Mapping[str, Any], **convert: Callable[[Any], Any]) -> _Info:
+    """The dataclass ``cls`` from an API object: each field the value of its own name, through
+    its ``convert`` where it has one. A field without a default is required (KeyError); one
+    with a default keeps it where the server sends nothing (absent, null or empty)."""
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        optional = f.default is not MISSING or f.default_factory is not MISSING
+        value = data.get(f.name) if optional else data[f.name]
+        if optional and not value:
+            continue
+        values[f.name] = convert[f.name](value) if f.name in convert else value
+    return cls(**values)
+
+
 @dataclass(frozen=True)
 class ToxicInfo:
     name: str
@@ -48,13 +68,11 @@ class ToxicInfo:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToxicInfo:
-        return cls(
-            name=data["name"],
-            type=data["type"],
-            stream=data["stream"],
-            toxicity=float(data["toxicity"]),
-            attributes=dict(data.get("attributes") or {}),
-        )
+        return _from_json(cls, data, toxicity=float, attributes=dict)
+
+
+def _toxic_infos(toxics: Iterable[Mapping[str, Any]]) -> tuple[ToxicInfo, ...]:
+    return tuple(ToxicInfo.from_json(t) for t in toxics)
 
 
 @dataclass(frozen=True)
@@ -67,13 +85,7 @@ class ProxyInfo:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProxyInfo:
-        return cls(
-            name=data["name"],
-            listen=data["listen"],
-            upstream=data["upstream"],
-            enabled=bool(data["enabled"]),
-            toxics=tuple(ToxicInfo.from_json(t) for t in data.get("toxics") or ()),
-        )
+        return _from_json(cls, data, enabled=bool, toxics=_toxic_infos)
 
     @property
     def host(self) -> str:
@@ -106,6 +118,14 @@ class ToxicActivity:
         return cls(**{**data, "held": held})
 
 
+def _counters(data: Mapping[str, int]) -> DirectionCounters:
+    return DirectionCounters(**data)
+
+
+def _toxic_activities(toxics: Mapping[str, Mapping[str, Any]]) -> dict[str, ToxicActivity]:
+    return {k: ToxicActivity.from_json(v) for k, v in toxics.items()}
+
+
 @dataclass(frozen=True)
 class ProxyStats:
     """What a proxy of the embedded server did: the evidence that a fault fired."""
@@ -124,18 +144,8 @@ class ProxyStats:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ProxyStats:
-        return cls(
-            name=data["name"],
-            enabled=data["enabled"],
-            connections_accepted=data["connections_accepted"],
-            connections_active=data["connections_active"],
-            connections_closed=data["connections_closed"],
-            connections_closed_by_toxic=data["connections_closed_by_toxic"],
-            upstream_connect_failures=data["upstream_connect_failures"],
-            resets_sent=data["resets_sent"],
-            upstream=DirectionCounters(**data["upstream"]),
-            downstream=DirectionCounters(**data["downstream"]),
-            toxics={k: ToxicActivity.from_json(v) for k, v in data["toxics"].items()},
+        return _from_json(
+            cls, data, upstream=_counters, downstream=_counters, toxics=_toxic_activities
         )
 
     def direction(self, stream: str) -> DirectionCounters:
