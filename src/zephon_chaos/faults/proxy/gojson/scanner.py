@@ -80,30 +80,20 @@ class Scanner:
                 if not stack:
                     return start, self.i
                 continue
-            # After a value inside a container.
+            # After a value inside a container: a comma (then an object's next key), or the
+            # container's own closing bracket.
             c = self._need()
-            top = stack[-1]
-            if top == "o":
-                if c == 0x2C:  # ,
-                    self.i += 1
+            obj = stack[-1] == "o"
+            if c == 0x2C:  # ,
+                self.i += 1
+                if obj:
                     self._object_key(self._need())
-                    expect_value = True
-                    continue
-                if c == 0x7D:
-                    self.i += 1
-                    stack.pop()
-                else:
-                    raise _syntax(c, "after object key:value pair")
-            else:
-                if c == 0x2C:
-                    self.i += 1
-                    expect_value = True
-                    continue
-                if c == 0x5D:
-                    self.i += 1
-                    stack.pop()
-                else:
-                    raise _syntax(c, "after array element")
+                expect_value = True
+                continue
+            if c != (0x7D if obj else 0x5D):
+                raise _syntax(c, "after object key:value pair" if obj else "after array element")
+            self.i += 1
+            stack.pop()
             if not stack:
                 return start, self.i
 
