@@ -34,13 +34,8 @@ class Moment(str, Enum):
     """At ``pipe.checkpoint()`` after the first batch."""
 
 
-MOMENT_ORDER: tuple[Moment, ...] = (
-    Moment.OPTIONS,
-    Moment.RESTORE,
-    Moment.ITER,
-    Moment.FIRST_BATCH,
-    Moment.CHECKPOINT,
-)
+MOMENT_ORDER: tuple[Moment, ...] = tuple(Moment)
+"""The moments in a pipeline's life order, which is the order :class:`Moment` declares them."""
 
 
 @dataclass(frozen=True)
