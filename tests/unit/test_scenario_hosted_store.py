@@ -152,7 +152,8 @@ def test_the_strategies_reach_each_hosted_store_fault_and_land_on_its_cell(actio
             max_examples=3000, deadline=None, database=None, phases=(HPhase.generate,)
         ),
     )
-    f = next(f for ph in s.phases for f in ph.store_faults)
+    # The scenario may hold several store faults; the cell is the one of the fault found.
+    f = next(f for ph in s.phases for f in ph.store_faults if f.action == action)
     landed = cell(Dim.HOSTED_STORE_FAULT, action, f.at.partition("#")[0])
     space = declare("torchrun")
     assert landed in cells_of(s, None) and space.why_not(landed) is None
