@@ -15,6 +15,7 @@ import sys
 from zephon_chaos.faults.proxy.addresses import is_loopback
 from zephon_chaos.faults.proxy.api import TOXIPROXY_VERSION, serve
 from zephon_chaos.faults.proxy.errors import ApiError
+from zephon_chaos.faults.proxy.options import add_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,13 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zephon-chaos proxy",
         description="Serve the Toxiproxy HTTP API (embedded server) until SIGINT or SIGTERM.",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8474, help="API port (default 8474)")
-    parser.add_argument(
-        "--allow-non-loopback",
-        action="store_true",
-        help="allow the API and proxies to listen on non-loopback addresses",
-    )
+    add_arguments(parser)
     return parser
 
 
