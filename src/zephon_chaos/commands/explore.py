@@ -206,7 +206,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 NATIVE_LOG = "native-stderr.log"
 """In the report: what native code (c10d's C++ logging) and Zephon's own log lines in the
-in-process ranks wrote to stderr during the run."""
+in-process ranks, and in the threads they started, wrote to stderr during the run."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -214,7 +214,8 @@ def run(args: argparse.Namespace) -> int:
     from zephon_chaos.commands.native_stderr import native_stderr_to
     from zephon_chaos.inproc.group import RANK_THREADS
 
-    with native_stderr_to(config.report_dir / NATIVE_LOG, divert=RANK_THREADS.current):
+    log = config.report_dir / NATIVE_LOG
+    with native_stderr_to(log, divert=RANK_THREADS.current), RANK_THREADS.inheriting():
         config.stream = sys.stderr
         return _explore(args, config)
 

@@ -86,6 +86,33 @@ class RankThreads:
         """The calling thread runs a rank."""
         return threading.get_ident() in self._idents
 
+    @contextlib.contextmanager
+    def inheriting(self) -> Iterator[None]:
+        """Within: a thread that a rank thread starts runs as a rank thread too, and so on
+        down. Zephon writes from threads of its own (a pipeline stage's ``logging`` warning,
+        with no handler configured, lands on ``sys.stderr``), and a thread does not know who
+        started it: ``Thread.start`` is wrapped here, for this scope only, because nothing
+        else tells a rank's threads from the harness's."""
+        original = threading.Thread.start
+        ranks = self
+
+        def start(thread: threading.Thread) -> None:
+            if ranks.current():
+                run = thread.run
+
+                def run_as_rank() -> None:
+                    with ranks.running():
+                        run()
+
+                thread.run = run_as_rank  # type: ignore[method-assign]
+            original(thread)
+
+        threading.Thread.start = start  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            threading.Thread.start = original  # type: ignore[method-assign]
+
 
 RANK_THREADS = RankThreads()
 

@@ -21,3 +21,34 @@ def test_a_thread_counts_as_a_rank_only_while_it_runs_one() -> None:
         thread.join()
     seen.append(ranks.current())
     assert seen == [True, False, False]
+
+
+def test_while_inheriting_the_threads_a_rank_starts_are_its_own_down_the_line() -> None:
+    """Zephon logs from threads its rank threads start (a pipeline stage's warning)."""
+    ranks = RankThreads()
+    seen: dict[str, bool] = {}
+    original = threading.Thread.start
+
+    def look(name: str, child: str | None = None) -> None:
+        seen[name] = ranks.current()
+        if child is not None:
+            spawn(child)
+
+    def spawn(name: str, child: str | None = None) -> None:
+        thread = threading.Thread(target=look, args=(name, child))
+        thread.start()
+        thread.join()
+
+    with ranks.inheriting():
+        spawn("harness's own")
+        with ranks.running():
+            spawn("started by a rank", child="started by its thread")
+    with ranks.running():
+        spawn("started by a rank, not inheriting")
+    assert seen == {
+        "harness's own": False,
+        "started by a rank": True,
+        "started by its thread": True,
+        "started by a rank, not inheriting": False,
+    }
+    assert threading.Thread.start is original and not ranks.current()
