@@ -29,11 +29,12 @@ CHECKPOINT_AFTER_RESTORE = KnownDefect(
     ),
     evidence=(
         "zephon 0.2.0 _internal/pipeline.py Pipeline.checkpoint: `if self._pending_restore is "
-        "not None: return dict(self._pending_restore)` runs before any aggregation round, so "
-        "Engine._check_mid_window_counts (engine.py, called from the merge) never sees the "
-        "unequal lane counts; minimal scenario: G 1 -> 1, C=2, checkpoint 0+1 then a "
-        "checkpoint at step 0 of the restored launch: no 'Checkpoint taken mid-window' warning "
-        "on any rank, while the same position checkpointed after a batch warns"
+        "not None: return dict(self._pending_restore)` (2025-2026) runs before any engine "
+        "exists, so Engine._check_mid_window_counts (engine.py 1662: a lone rank's state_dict, "
+        "a group's merge) never sees the unequal lane counts; minimal scenario: G 1 -> 1, C=2, "
+        "checkpoint 0+1 then a checkpoint at step 0 of the restored launch: no 'Checkpoint "
+        "taken mid-window' warning on any rank, while the same position checkpointed after a "
+        "batch warns. Standalone: tests/zephon/repro/mid_window_warnings.py"
     ),
     explains=_checkpoint_before_first_batch,
 )

@@ -21,12 +21,13 @@ MTP_WARNING_STAYS_IN_CHILD = KnownDefect(
         "so warning filters, pytest's capture and logging.captureWarnings never see it"
     ),
     evidence=(
-        "zephon 0.2.0 _internal/mtp.py _handle_ctrl_msg: on _CHECKPOINT the child runs "
-        "engine.state_dict() (the round whose merge calls Engine._check_mid_window_counts) and "
-        "sends back only the state; the RuntimeWarning is printed by the child, attributed to "
+        "zephon 0.2.0 _internal/mtp.py _handle_ctrl_msg (393-409): on _CHECKPOINT the child "
+        "runs engine.state_dict() (which calls Engine._check_mid_window_counts) and sends back "
+        "only the state; the RuntimeWarning is printed by the child, attributed to "
         "mtp.py:407. Minimal case: world_size=1, C=2, mtp_mode=True, one batch, then "
         "checkpoint(): lane_emitted {0: 1, 1: 0}, warnings caught in the caller: none; the "
-        "same with mtp_mode=False warns in the caller. Found by the torchrun-tier property"
+        "same with mtp_mode=False warns in the caller. Found by the torchrun-tier property. "
+        "Standalone: tests/zephon/repro/mid_window_warnings.py"
     ),
     explains=_mtp_checkpoint,
 )
