@@ -45,6 +45,10 @@ def run_script(
             *("--log-dir", str(logs), "--tee", "2"),
         ]
     full_env = {**os.environ, **registry.env(), "TMPDIR": str(work), **(env or {})}
+    # The ranks of a torchrun script share one stdout pipe. Unbuffered (tox sets
+    # PYTHONUNBUFFERED), print() writes a line and its newline in two calls, so two ranks'
+    # lines can meet as '{...}{...}' (seen in CI); buffered, a flushed line is one write.
+    full_env.pop("PYTHONUNBUFFERED", None)
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
