@@ -34,6 +34,10 @@ class HarnessGap(enum.Enum):
     CHILD_FAULT_MISSED = "child-fault-missed"
     """A launch that completed has a child fault that found no worker process to kill, or
     left no record: the launch tested nothing of what its scenario says."""
+    CHANGED_BETWEEN_LAUNCHES = "changed-between-launches"
+    """Zephon's state outside the launches (the hosted store's keys, the aggregation
+    directory's files) changed between two launches with no step of the scenario's
+    deployment to change it: the harness repaired what a real job would leave."""
 
 
 @dataclass(frozen=True)

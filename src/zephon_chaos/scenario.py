@@ -11,8 +11,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, astuple, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from zephon_chaos.deployment import BEFORE_VERSION_2, DOWNSTREAM, Deployment, RunIdPolicy
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.spec import LAUNCH_PATHS, LaunchPath
 from zephon_chaos.scenario_rules import STORE_ACTIONS as STORE_ACTIONS  # re-exported
@@ -36,8 +37,9 @@ from zephon_chaos.workload.spec import (
     from_dict,
 )
 
-SCENARIO_VERSION = 1
-RunIdPolicy = Literal["fixed", "per_launch"]
+SCENARIO_VERSION = 2
+"""2: the deployment (``deployment.Deployment``) is part of the scenario; a file of version 1
+ran under ``deployment.BEFORE_VERSION_2`` and its ``run_id_policy``, and loads as such."""
 
 
 class ScenarioError(SpecError):
@@ -145,7 +147,8 @@ class Scenario:
     pipeline: PipelineSpec = field(default_factory=PipelineSpec)
     phases: tuple[Phase, ...] = ()
     persist_format: str = "pickle"
-    run_id_policy: RunIdPolicy = "fixed"
+    deployment: Deployment = DOWNSTREAM
+    """What outlives a launch and who touches it between launches (``deployment``)."""
     plant: str | None = None
     name: str = "scenario"
     backend: str = "gloo"
@@ -163,11 +166,8 @@ class Scenario:
         _check(p.aggregate_timeout_s > 0, "pipeline.aggregate_timeout_s", "must be positive")
         _check(self.persist_format in FORMATS, "persist_format", f"must be one of {FORMATS}")
         _check(self.backend in ("gloo", "nccl"), "backend", "must be gloo or nccl")
-        _check(
-            self.run_id_policy in ("fixed", "per_launch"),
-            "run_id_policy",
-            "must be fixed or per_launch",
-        )
+        if bad := self.deployment.invalid():
+            _check(False, f"deployment.{bad[0]}", bad[1])
         _check(bool(self.data.sources), "data.sources", "needs at least one source")
         _check(self.data.microbatch >= 1, "data.microbatch", "must be at least 1")
         _check(self.data.chunk_size >= 1, "data.chunk_size", "must be at least 1")
@@ -232,9 +232,13 @@ class Scenario:
         return done - 1 if done else None
 
     # ---- derived -----------------------------------------------------------------------
+    @property
+    def run_id_policy(self) -> RunIdPolicy:
+        return self.deployment.run_id
+
     def run_id(self, phase_index: int) -> str:
-        base = self.pipeline.run_id
-        return base if self.run_id_policy == "fixed" else f"{base}-l{phase_index}"
+        """The run id launch ``phase_index`` configures (``Deployment.launch_run_id``)."""
+        return self.deployment.launch_run_id(self.pipeline.run_id, phase_index)
 
     @property
     def reference_steps(self) -> int:
@@ -365,6 +369,7 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
         "pipeline",
         "phases",
         "persist_format",
+        "deployment",
         "run_id_policy",
         "plant",
         "name",
@@ -380,13 +385,32 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
     if not isinstance(phases_raw, list):
         raise ScenarioError(f"{where}.phases: expected a list")
     phases = tuple(_phase_from(p, f"{where}.phases[{i}]") for i, p in enumerate(phases_raw))
-    optional = ("persist_format", "run_id_policy", "plant", "name", "backend")
+    optional = ("persist_format", "plant", "name", "backend")
     rest = {k: raw[k] for k in optional if k in raw}
     scenario = Scenario(
-        data=data, pipeline=pipeline, phases=phases, version=SCENARIO_VERSION, **rest
+        data=data,
+        pipeline=pipeline,
+        phases=phases,
+        deployment=_deployment_from(raw, where),
+        version=SCENARIO_VERSION,
+        **rest,
     )
     unnamed = [isinstance(p, dict) and "expect_error" not in p for p in phases_raw]
     return _with_refusal_errors(scenario, unnamed)
+
+
+def _deployment_from(raw: dict[str, Any], where: str) -> Deployment:
+    """Version 2 names its deployment; version 1 ran under ``BEFORE_VERSION_2`` with its own
+    ``run_id_policy`` (a file names one or the other, never both)."""
+    if raw.get("version", SCENARIO_VERSION) < 2:
+        if "deployment" in raw:
+            raise ScenarioError(f"{where}.deployment: a version-1 file has none")
+        return replace(BEFORE_VERSION_2, run_id=raw.get("run_id_policy", "fixed"))
+    if "run_id_policy" in raw:
+        raise ScenarioError(
+            f"{where}.run_id_policy: version 2 names it as deployment.run_id"
+        )
+    return from_dict(Deployment, raw.get("deployment", {}), f"{where}.deployment")
 
 
 def _with_refusal_errors(scenario: Scenario, unnamed: list[bool]) -> Scenario:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from zephon_chaos.deployment import Deployment
 from zephon_chaos.scenario import (
     SCENARIO_VERSION,
     Phase,
@@ -54,7 +55,7 @@ def test_json_round_trip_is_lossless() -> None:
             Phase(1, 2),
         ),
         persist_format="json",
-        run_id_policy="per_launch",
+        deployment=Deployment(run_id="per_launch"),
         plant="skip_sample",
     ).validate()
     again = Scenario.from_json(scenario.to_json())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from zephon_chaos.deployment import Deployment
 from zephon_chaos.explore import known
 from zephon_chaos.faults.hosted_store import StoreFaultLaunch, writer_of
 from zephon_chaos.faults.interposer import read_events
@@ -99,7 +100,7 @@ def test_a_stall_past_the_bound_is_the_known_defect_and_a_relaunch_on_the_same_n
             Phase(2, 3, CPS, store_faults=(stall,)),
             Phase(2, 2),
         ),
-        run_id_policy="fixed",
+        deployment=Deployment(run_id="fixed"),
         name="hosted-stall-same-namespace",
     ).validate()
     outcome = resume_check(scenario)

@@ -42,7 +42,7 @@ class Dim(Enum):
     TIMEOUT = "aggregate_timeout_s"
     PREFETCH = "prefetch_batches"
     SHUTDOWN = "shutdown_mode"
-    RUN_ID = "run_id"
+    DEPLOYMENT = "deployment (field, value)"
     DATA = "data (kind, exhaustion)"
     MAP_STAGE = "map stage (tokenizer stand-in, filter)"
     PACKING = "pack_sequences algorithm"

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
+from zephon_chaos.deployment import DOWNSTREAM
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.harness_problem import HARNESS_AREA
@@ -96,7 +98,7 @@ def size_key(s: Scenario) -> tuple[int, ...]:
         sum(getattr(s.pipeline, name) != getattr(_PLAIN, name) for name in CODEC_OPTIONS),
         int(s.pipeline.mapping != "contiguous"),
         int(s.persist_format != "pickle"),
-        int(s.run_id_policy != "fixed"),
+        sum(getattr(s.deployment, n) != getattr(DOWNSTREAM, n) for n in DEPLOYMENT_CHOICES),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
+from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
 from zephon_chaos.explore.cells import (
     CHILD_WHEN,
     ROLES,
@@ -22,7 +23,6 @@ from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import (
     MTP_CHOICES,
-    RUN_ID_POLICIES,
 )
 
 
@@ -44,7 +44,8 @@ def _cells(scenario: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell
     yield cell(Dim.TIMEOUT, p.aggregate_timeout_s)
     yield cell(Dim.PREFETCH, p.prefetch_batches)
     yield cell(Dim.SHUTDOWN, p.shutdown_mode)
-    yield cell(Dim.RUN_ID, scenario.run_id_policy)
+    for name in DEPLOYMENT_CHOICES:
+        yield cell(Dim.DEPLOYMENT, name, getattr(scenario.deployment, name))
     for src in scenario.data.sources:
         yield cell(Dim.DATA, src.kind, src.exhausted)
     stages = scenario.data.stages
@@ -111,7 +112,7 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
             yield cell(Dim.RELAUNCH, Relaunch.AFTER_CRASH.value)
             if scenario.restore_index(i) is None and i > 0:
                 yield cell(Dim.RELAUNCH, Relaunch.SAME_CHECKPOINT.value)
-                if scenario.run_id_policy == RUN_ID_POLICIES[0]:
+                if scenario.run_id_policy == "fixed":
                     yield cell(Dim.RELAUNCH, Relaunch.SAME_RUN_ID.value)
 
 

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
+from zephon_chaos.deployment import DOWNSTREAM
 from zephon_chaos.explore.findings import CODEC_OPTIONS, size_key
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.scenario_rules import normalised
@@ -112,8 +114,9 @@ def _plainer(s: Scenario) -> Iterator[Scenario]:
                 yield _swap(s, i, replace(ph, **{field_name: plainest}))
     if s.persist_format != "pickle":
         yield s.with_(persist_format="pickle")
-    if s.run_id_policy != "fixed":
-        yield s.with_(run_id_policy="fixed")
+    for name in DEPLOYMENT_CHOICES:  # each deployment field back to the downstream's
+        if getattr(s.deployment, name) != getattr(DOWNSTREAM, name):
+            yield s.with_(deployment=replace(s.deployment, **{name: getattr(DOWNSTREAM, name)}))
     if len(d.sources) > 1:
         yield s.with_(data=replace(d, sources=d.sources[:1]))
     for field_name in ("seed", "microbatch", "chunk_size", "shuffle"):

@@ -41,6 +41,7 @@ from zephon_chaos.strategies import (
     CODEC_ODDS,
     COMPRESSOR_CHOICES,
     DATA_KINDS,
+    DEPLOYMENT_CHOICES,
     DOWNSTREAM_AGGREGATION_ODDS,
     DOWNSTREAM_MTP_ODDS,
     DOWNSTREAM_PACK_ODDS,
@@ -63,7 +64,6 @@ from zephon_chaos.strategies import (
     RANK_FAULT_POINTS,
     RESTART_CHOICES,
     ROUND_FAULTS,
-    RUN_ID_POLICIES,
     RUNNER_CHOICES,
     SERIALIZER_CHOICES,
     SHUFFLE_ODDS,
@@ -197,8 +197,9 @@ def declare(
         add(cell(Dim.TIMEOUT, timeout), None if round_rank_faults else reason)
     for prefetch in PREFETCH_CHOICES:
         add(cell(Dim.PREFETCH, prefetch))
-    for policy in RUN_ID_POLICIES:
-        add(cell(Dim.RUN_ID, policy))
+    for name, values in DEPLOYMENT_CHOICES.items():
+        for value in values:
+            add(cell(Dim.DEPLOYMENT, name, value))
     for kind in DATA_KINDS:
         for ex, odd in zip(EXHAUSTION_CHOICES, EXHAUSTION_ODDS, strict=True):
             add(cell(Dim.DATA, kind, ex), None if odd > 0 else Why.NO_ODDS)

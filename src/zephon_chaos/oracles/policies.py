@@ -23,7 +23,7 @@ from enum import Enum
 from typing import Any
 
 from zephon_chaos.problem import Area, Kind, Problem, ProblemsVerdict
-from zephon_chaos.workload.records import RankRecord
+from zephon_chaos.workload.records import CHECKPOINT_BEGUN, RankRecord
 
 LATE_SLACK_S = 0.5
 """How much earlier than the budget a late arrival still counts as late. After the last shard
@@ -126,6 +126,9 @@ def first_starts(rec: RankRecord) -> dict[int, tuple[float, bool]]:
     for c in rec.checkpoints:
         if c.index not in out and c.started_at is not None:
             out[c.index] = (c.started_at, c.ok)
+    for ev in rec.events:  # a call that began and never returned: the rank came, and failed
+        if ev.get("kind") == CHECKPOINT_BEGUN and int(ev["index"]) not in out:
+            out[int(ev["index"])] = (float(ev["started_at"]), False)
     return out
 
 

@@ -38,9 +38,11 @@ class PhaseRun:
     """Zephon's timing promises on this launch: measured waits, propagation, problems."""
     policy: policy_oracle.PolicyVerdict | None = None
     """What the launch's checkpoint policy promises: each round's outcome by arrival, skip's."""
-    leftover_round: LeftoverRound | None = None
-    """A round an earlier launch left open in this launch's store namespace, which the harness
-    closed before this launch (``launch.leftover_round``)."""
+    met_round: LeftoverRound | None = None
+    """A round an earlier launch left open (announced, no result) in this launch's namespace,
+    as the launch met it (``launch.leftover_round``): what a real relaunch meets."""
+    cleared_round: bool = False
+    """The scenario's operator step (``Deployment.operator``) removed ``met_round`` first."""
     held: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
     """Per rank, when a toxic on its store link held data back (monotonic clock): the
     network's time, which the timing oracles do not count against Zephon."""

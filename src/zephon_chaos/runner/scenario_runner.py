@@ -16,7 +16,6 @@ from typing import Any
 from zephon_chaos.diagnostics.stacks import collect_group_stacks
 from zephon_chaos.harness_problem import undescribed_failure
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
-from zephon_chaos.launch.leftover_round import close_before_relaunch
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
@@ -25,6 +24,7 @@ from zephon_chaos.problem import Area
 from zephon_chaos.runner.checks import child_fault_gaps, failed_launch, group_never_formed
 from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
+from zephon_chaos.runner.relaunches import Relaunches
 from zephon_chaos.runner.resume import Resume, restarted_attempt
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
@@ -69,6 +69,7 @@ def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path)
         sync=phase.sync,
         tp=phase.tp,
         lags=phase.lags,
+        run_id_per_restart=scenario.deployment.run_id == "per_restart",
         plant=scenario.plant,
         backend=scenario.backend,  # type: ignore[arg-type]
     )
@@ -163,26 +164,28 @@ class ScenarioRunner:
         watching = contextlib.ExitStack()  # a hosted-store fault's watcher, per launch
         store_host = None
         proxy_faults = None
+        world = Relaunches(scenario.deployment, work / "aggregate")
         try:
             for i, phase in enumerate(scenario.phases):
                 out = work / f"phase{i}"
                 out.mkdir(mode=0o700)
                 spec = workload_spec(scenario, i, out, data_dir)
                 spec = replace(spec, restore_from=track.restore_from)
-                leftover = None
                 if scenario.pipeline.aggregation == "dir":
-                    spec = replace(spec, aggregate_dir=str(out / "aggregate"))
+                    spec = replace(spec, aggregate_dir=str(world.directory(out)))
                 elif scenario.pipeline.aggregation == "store_explicit":
-                    if store_host is None:
+                    if store_host is None or scenario.deployment.hosted_store == "launch":
+                        if store_host is not None:  # a fresh store per launch, as deployed
+                            self.close_store(store_host)
                         faults = any(ph.store_faults for ph in scenario.phases)
                         store_host = self.open_store_process(work) if faults else self.open_store()
-                    else:
-                        if not getattr(store_host, "serving", True):
-                            store_host.restart()  # killed by the last launch's fault: empty
-                        # Every participant of the launches before has stopped: clean up a
-                        # round one of them left open, as Zephon leaves that to the operator.
-                        leftover = close_before_relaunch(store_host.endpoint, spec)
+                        world.fresh_store()
+                    elif not getattr(store_host, "serving", True):
+                        store_host.restart()  # killed by the last launch's fault: empty
+                        world.fresh_store()
                     spec = replace(spec, store_uri=f"torch://{store_host.endpoint}")
+                    world.use_store(store_host.endpoint)
+                met = world.before_launch(spec)
                 faulted = None
                 stored = None
                 if phase.store_faults:
@@ -214,6 +217,7 @@ class ScenarioRunner:
                     )
                 watching.close()
                 self._launch_restarts = 0
+                world.after_launch(getattr(store_host, "serving", True))
                 if phase.max_restarts and phase.rank_faults:
                     # torchrun restarted the workers: attempt 0 up to the checkpoint attempt 1
                     # resumed is kept, and attempt 1 is judged as the launch from here on.
@@ -229,7 +233,8 @@ class ScenarioRunner:
                 c = scenario.canonical_replicas(i)
                 cps = ckpt_oracle.check(records, c, failures_judged=phase.retry == "skip")
                 run = PhaseRun(i, phase, spec, result, records, cps)
-                run.leftover_round = leftover
+                run.met_round, run.cleared_round = met
+                outcome.harness_problems += world.problems(i)
                 if faulted is not None:
                     run.held = proxy_faults.held(faulted)
                 outcome.phases.append(run)

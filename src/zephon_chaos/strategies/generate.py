@@ -9,6 +9,8 @@ from functools import cache
 from hypothesis import strategies as st
 
 from zephon_chaos.aims import Aim, link_attributes
+from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
+from zephon_chaos.deployment import Deployment
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import (
     lanes_per_rank,
@@ -24,6 +26,7 @@ from zephon_chaos.strategies.values import (
     CODEC_ODDS,
     COMPRESSOR_CHOICES,
     DATA_KINDS,
+    DEPLOYMENT_ODDS,
     DOWNSTREAM_AGGREGATION_ODDS,
     DOWNSTREAM_MTP_ODDS,
     DOWNSTREAM_PACK_ODDS,
@@ -60,7 +63,6 @@ from zephon_chaos.strategies.values import (
     RESTART_ODDS,
     ROUND_FAULTS,
     ROUND_NUMBERS,
-    RUN_ID_POLICIES,
     RUNNER_CHOICES,
     SERIALIZER_CHOICES,
     SHUFFLE_BUFFERS,
@@ -329,6 +331,17 @@ def settled(scenario: Scenario) -> Scenario:
 
 
 @st.composite
+def deployments(draw: st.DrawFn) -> Deployment:
+    """A deployment (``zephon_chaos.deployment``): each field by ``DEPLOYMENT_ODDS``,
+    shrinking to the downstream's default."""
+    values = {
+        name: draw(weighted(choices, DEPLOYMENT_ODDS[name]))
+        for name, choices in DEPLOYMENT_CHOICES.items()
+    }
+    return Deployment(**values)
+
+
+@st.composite
 def scenarios(
     draw: st.DrawFn,
     *,
@@ -359,7 +372,7 @@ def scenarios(
     )
     data = _data(draw, profile)
     persist_format = draw(weighted(PERSIST_FORMATS, persist_odds(tier, store_faults, profile)))
-    run_id_policy = draw(one_of(RUN_ID_POLICIES))
+    deployment = draw(deployments())
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.
     drawn: list[Phase] = []
@@ -390,7 +403,7 @@ def scenarios(
         pipeline=pipeline,
         phases=tuple(drawn),
         persist_format=persist_format,
-        run_id_policy=run_id_policy,  # type: ignore[arg-type]
+        deployment=deployment,
         plant=plant,
         name="generated",
     )

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from hypothesis import strategies as st
 
+from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
+from zephon_chaos.deployment import RUN_ID_POLICIES as RUN_ID_POLICIES  # re-exported
 from zephon_chaos.scenario import STORE_ACTIONS
 from zephon_chaos.scenario_rules import (
     FOLLOWER_POINTS,
@@ -40,6 +42,8 @@ __all__ = [
     "CODEC_ODDS",
     "COMPRESSOR_CHOICES",
     "DATA_KINDS",
+    "DEPLOYMENT_CHOICES",
+    "DEPLOYMENT_ODDS",
     "DOWNSTREAM_AGGREGATION_ODDS",
     "DOWNSTREAM_MTP_ODDS",
     "DOWNSTREAM_PACK_ODDS",
@@ -192,7 +196,16 @@ waits out its 1 s ``put`` timeout on a full queue of one: ``_internal/utils/buff
 five launches and a reference run six seconds: drawn 1 time in 10 to keep the search's rate."""
 SHUTDOWN_CHOICES = SHUTDOWN_MODES
 SHUTDOWN_ODDS = (3, 1)
-RUN_ID_POLICIES = ("fixed", "per_launch")
+DEPLOYMENT_ODDS: dict[str, tuple[int, ...]] = {
+    "aggregate_dir": (3, 1),
+    "hosted_store": (3, 1),
+    "run_id": (3, 1, 1),
+    "operator": (3, 1),
+}
+"""Odds of each ``Deployment`` field's values, in the order ``deployment`` lists them: the
+downstream's default (one directory, one store, one run id, nobody cleaning up) three times
+in five or more, and every value a real job may choose drawn too (each shrinks to the
+default)."""
 DATA_KINDS = ("memory", "jsonl")
 EXHAUSTION_CHOICES = ("repeat", "stop")
 EXHAUSTION_ODDS = (3, 1)

@@ -7,7 +7,7 @@ from typing import Any
 
 from zephon_chaos.workload import persist
 from zephon_chaos.workload.hooks import RankHooks
-from zephon_chaos.workload.records import RecordWriter
+from zephon_chaos.workload.records import CHECKPOINT_BEGUN, RecordWriter
 from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, WorkloadSpec
 
 
@@ -30,6 +30,10 @@ def take_checkpoint(
     trains on: every rank makes the same calls, one checkpoint and one agreement each.
     """
     started = time.monotonic()
+    # Flushed before the call: a rank killed inside checkpoint() (its group torn down after
+    # a peer failed) still shows it called, so no oracle takes it for a rank that never came.
+    out.write(CHECKPOINT_BEGUN, index=index, started_at=started)
+    out.flush()
     attempts = 1 if spec.retry in ("none", "skip") else max(1, spec.retry_attempts)
     agreeing = spec.retry in ("lockstep", "skip")
     error: str = ""

@@ -29,7 +29,18 @@ from zephon_chaos.workload.records import (
     WORKERS_RECORD,
     RecordWriter,
 )
-from zephon_chaos.workload.spec import ALL_WORKERS, ChildFault, WorkloadSpec
+from zephon_chaos.workload.spec import ALL_WORKERS, ChildFault, PipelineSpec, WorkloadSpec
+
+
+def _restart_scoped(spec: WorkloadSpec) -> PipelineSpec:
+    """The pipeline with the run id this attempt configures: under ``run_id_per_restart``,
+    the spec's plus torchrun's ``TORCHELASTIC_RESTART_COUNT``, as a recipe that scopes its
+    rounds per restart does (``deployment.RunIdPolicy``)."""
+    if not spec.run_id_per_restart:
+        return spec.pipeline
+    from zephon_chaos.faults.restart import restart_count
+
+    return replace(spec.pipeline, run_id=f"{spec.pipeline.run_id}-r{restart_count()}")
 
 
 def _aggregation(spec: WorkloadSpec) -> tuple[str | None, str | None]:
@@ -137,7 +148,7 @@ def run_rank(
     agg_dir = agg_dir or spec.aggregate_dir
     pipe = build_pipeline(
         spec.data,
-        spec.pipeline,
+        _restart_scoped(spec),
         world_size=world,
         rank=rank,
         data_dir=spec.data_dir,

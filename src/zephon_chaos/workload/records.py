@@ -21,6 +21,8 @@ done, so from here on the code under test ran. Written first and flushed at once
 WORKERS_RECORD = "workers"
 """A rank with a child fault, after its last batch: ``pids``, its live pipeline workers
 (replacements, where the killed ones were replaced)."""
+CHECKPOINT_BEGUN = "checkpoint_begun"
+"""A rank's call of ``checkpoint()`` began (``index``, ``started_at``), written before it."""
 
 
 def record_path(out_dir: Path | str, rank: int) -> Path:

@@ -324,6 +324,9 @@ class WorkloadSpec:
     in an all-reduce, rank threads in ``inproc.collective``."""
     lags: tuple[RankLag, ...] = ()
     """Deliberate late arrivals at checkpoints (``RankLag``); torchrun groups only."""
+    run_id_per_restart: bool = False
+    """Append torchrun's ``TORCHELASTIC_RESTART_COUNT`` to the run id (``-r<n>``), as a
+    recipe whose run id includes it does (``deployment.RunIdPolicy`` ``per_restart``)."""
     resume_on_restart: bool = False
     """In a torchrun restart, write under ``out_dir/restart<n>`` and restore the latest
     checkpoint an earlier attempt persisted."""

@@ -1,8 +1,7 @@
-"""A relaunch into the store namespace of a launch that died mid-round: the harness closes
-the round the dead leader left open (announced, its failure notice lost with its link), as
-Zephon leaves failed-round artifacts to the operator (``launch.leftover_round``). Without it
-a relaunched follower that called ``checkpoint()`` before its leader joined the dead round,
-and the relaunch's round failed: a false finding with no fault in that launch."""
+"""A relaunch into the store namespace of a launch that died mid-round meets the round the dead
+leader left open (announced, its failure notice lost with its link), as a real job's does:
+the harness reads it and changes nothing (``runner.relaunches``), unless the scenario's
+deployment names the operator step that clears it (``Deployment.operator``)."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from zephon_chaos.deployment import Deployment
 from zephon_chaos.explore import known
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
@@ -35,15 +35,12 @@ def _dead_round(out_dir: str) -> str:
     return str(shard["key"]).split("/")[2]
 
 
-def test_a_relaunch_from_the_same_checkpoint_finds_the_dead_launchs_round_closed(
-    runner: InprocScenarioRunner,
-) -> None:
+def _relaunch_after_a_dead_round(deployment: Deployment) -> Scenario:
     """Launch 1 restores launch 0's checkpoint; its leader's link is reset before its
     participants write, so no failure notice lands. Launch 2 restores the same checkpoint
-    with the same run id (namespace ``zephon/zc-run-1``): the harness closes that round
-    first, and launch 2's rounds complete."""
+    with the same run id: namespace ``zephon/zc-run-1``, where launch 1's round is open."""
     reset = ProxyFault(0, "reset_peer", {"timeout": 0}, at="participants")
-    scenario = Scenario(
+    return Scenario(
         data=DataSpec(sources=(SourceSpec("a", (20, 20)),), chunk_size=4),
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=2.0
@@ -53,15 +50,33 @@ def test_a_relaunch_from_the_same_checkpoint_finds_the_dead_launchs_round_closed
             Phase(2, 3, (CheckpointAt(1),), proxy_faults=(reset,)),
             Phase(2, 2, (CheckpointAt(1),)),
         ),
-        run_id_policy="fixed",
+        deployment=deployment,
         name="relaunch-after-reset",
     ).validate()
-    outcome = runner.run(scenario)
+
+
+def test_a_relaunch_from_the_same_checkpoint_meets_the_dead_launchs_round_as_left(
+    runner: InprocScenarioRunner,
+) -> None:
+    """Nobody clears it (the downstream's deployment): launch 2 meets the dead round, the
+    harness changes nothing, and whatever it costs is explained by what Zephon documents."""
+    outcome = runner.run(_relaunch_after_a_dead_round(Deployment()))
     first, dead, again = outcome.phases
     assert not dead.result.ok, outcome.report()
     assert again.spec.restore_from == dead.spec.restore_from, "not the same namespace"
-    assert first.leftover_round is None
-    assert dead.leftover_round is None, "launch 0's rounds all completed"
-    assert again.leftover_round == LeftoverRound("zephon/zc-run-1", _dead_round(dead.spec.out_dir))
+    assert first.met_round is None
+    assert again.met_round == LeftoverRound("zephon/zc-run-1", _dead_round(dead.spec.out_dir))
+    assert not again.cleared_round
+    assert not outcome.harness_problems, outcome.report()
+    assert known.judged_ok(outcome), outcome.report()
+
+
+def test_the_operator_step_clears_the_dead_round_and_the_relaunch_completes(
+    runner: InprocScenarioRunner,
+) -> None:
+    outcome = runner.run(_relaunch_after_a_dead_round(Deployment(operator="clear_failed_rounds")))
+    _, dead, again = outcome.phases
+    assert again.met_round == LeftoverRound("zephon/zc-run-1", _dead_round(dead.spec.out_dir))
+    assert again.cleared_round
     assert again.result.ok, outcome.report()
     assert known.judged_ok(outcome), outcome.report()
