@@ -63,8 +63,9 @@ def test_workers_killed_mid_launch_are_replaced_and_every_lane_continues_exactly
     resume_check,
 ) -> None:
     """Unless a killed worker was waiting for its next command: then the launch hangs with
-    the known defect of Findings 10 (its task queue's lock held for good), which the explorer
-    reached this way, and nothing else is allowed."""
+    the known defect killed-worker-orphans-task-queue-lock (its task queue's lock held for
+    good, docs/findings.md), which the explorer reached this way, and nothing else is
+    allowed."""
     scenario = killed_workers(at_step=2)
     assert scenario.phases[0].steps > 5  # drawn on past what Zephon's buffers hold
     outcome = resume_check(scenario)
@@ -83,8 +84,8 @@ def test_workers_killed_at_the_last_step_leave_the_checkpoint_and_the_close_whol
     resume_check,
 ) -> None:
     """Killed right before the launch's last checkpoint and the pipeline's close, where the
-    consumer stops drawing: the known defect of Findings 10 may hang the close, and is the
-    only thing allowed to."""
+    consumer stops drawing: the known idle-worker defect (docs/findings.md) may hang the close,
+    and is the only thing allowed to."""
     scenario = killed_workers(at_step=5)
     assert scenario.phases[0].steps == 5
     outcome = resume_check(scenario)

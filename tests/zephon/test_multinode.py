@@ -170,7 +170,7 @@ def test_a_host_rejected_by_the_store_host_in_a_round_fails_within_the_bound(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="Zephon defect (docs/faults.md, finding 1): a store link that delivers nothing "
+    reason="Zephon defect (docs/findings.md, stalled store): a store link that delivers nothing "
     "blocks TorchKVStore.wait past any multiple of aggregate_timeout_s; a silent partition "
     "is such a link, so the cut rank waits for the round's outcome until the deadline",
 )

@@ -5,7 +5,7 @@ rank's shard: that rank called ``checkpoint()`` after the round's budget had run
 completes on G=4 ranks over C=6 lanes, and a round that the last rank joins only after the
 others' calls returned fails on every rank, the leader naming that rank as missing. This is
 Zephon's documented timeout (``aggregate_timeout_s`` is one checkpoint's budget for all its
-waits), not a defect; docs/explore.md tells the triage that used it.
+waits), not a defect; docs/explore-runs.md tells the triage that used it.
 """
 
 from __future__ import annotations
