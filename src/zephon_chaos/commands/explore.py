@@ -59,6 +59,7 @@ SECTION_HEADS: dict[Section, str] = {
     Section.FLAKY: "flaky (a rerun did not reproduce it; not counted unless --fail-on-flaky)",
     Section.HARNESS: "harness problems (the harness's own bug, never the code under test's)",
     Section.KNOWN: "known defects",
+    Section.LIMITATION: "known limitations (documented; consequence and mitigation listed)",
 }
 
 

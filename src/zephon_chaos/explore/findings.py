@@ -52,6 +52,7 @@ class Section(enum.Enum):
     FLAKY = "Flaky findings"
     HARNESS = "Harness problems"
     KNOWN = "Known defects"
+    LIMITATION = "Known limitations"
 
 
 _PLAIN = PipelineSpec()
@@ -129,7 +130,12 @@ class Finding:
 
     @property
     def known(self) -> bool:
-        return self.signature.startswith("known.")
+        """Explained by what is known of Zephon: defects, or limitations only."""
+        return self.signature.startswith(("known.", "limitation."))
+
+    @property
+    def limitation(self) -> bool:
+        return self.signature.startswith("limitation.")
 
     @property
     def harness(self) -> bool:
@@ -142,6 +148,8 @@ class Finding:
         not (or not yet) rerun counts as a violation: nothing refuted it."""
         if self.harness:
             return Section.HARNESS
+        if self.limitation:
+            return Section.LIMITATION
         if self.known:
             return Section.KNOWN
         if self.label is FindingLabel.FLAKY:
@@ -227,10 +235,16 @@ class Finding:
         for tier, result in self.confirmed_on.items():
             lines.append(f"replayed on the {tier} tier: {result}")
         if self.known:
-            from zephon_chaos.explore.known import KNOWN_DEFECTS
+            from zephon_chaos.explore.known import KNOWN_DEFECTS, KnownKind
 
             for d in KNOWN_DEFECTS:
-                if d.id in self.signature:
+                if d.id not in self.signature:
+                    continue
+                if d.kind is KnownKind.LIMITATION:
+                    lines.append(f"known limitation {d.id}: {d.summary}")
+                    lines.append(f"  consequence: {d.consequence}")
+                    lines.append(f"  mitigation: {d.mitigation}")
+                else:
                     lines.append(f"known defect {d.id}: {d.summary}")
         lines.append(f"minimal scenario: {self.scenario.summary()}")
         if path is not None:

@@ -304,6 +304,8 @@ SECTION_MEANING: dict[Section, str] = {
     "bug, never the code under test's: `explore` exits 3 when there is no violation.",
     Section.KNOWN: "Known defects of Zephon, each pinned by a strict xfail in the suite: they "
     "do not fail `explore`.",
+    Section.LIMITATION: "Documented limitations of Zephon that a default recipe meets, each "
+    "with its consequence and the recipe-side mitigation: they do not fail `explore`.",
 }
 
 
@@ -391,6 +393,7 @@ def write_summary(result: ExploreResult) -> Path:
         "whether a restored checkpoint was mid-window. One finding per signature; its "
         "smallest scenario is kept. "
         "`known.<id>`: only a known defect of Zephon is involved. "
+        "`limitation.<id>`: only a documented limitation a recipe meets. "
         "`harness.<kind>`: the harness raised (the exception's type), could not describe a "
         "failure, or a fault did not act ("
         + ", ".join(f"`{gap.value}`" for gap in HarnessGap)

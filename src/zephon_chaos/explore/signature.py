@@ -13,7 +13,8 @@
 
 Two failures with one signature are taken as one finding; the explorer keeps its smallest
 scenario. Problems that a known defect of Zephon explains (see :mod:`.known`) give the
-signature ``known.<defect id>`` when nothing else is wrong.
+signature ``known.<defect id>`` when nothing else is wrong, or ``limitation.<id>`` when only
+documented limitations a recipe meets are involved.
 A failure the harness could not describe (:mod:`zephon_chaos.harness_problem`) gives
 ``harness.<gap>.<topology>.<window>`` when nothing else is wrong: the harness's problem, never
 a violation. ``harness.<exception type>.no-resume.no-resume``: the harness raised.
@@ -21,7 +22,7 @@ a violation. ``harness.<exception type>.no-resume.no-resume``: the harness raise
 
 from __future__ import annotations
 
-from zephon_chaos.explore.known import explaining, unexplained
+from zephon_chaos.explore.known import KnownKind, explaining, unexplained
 from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.oracles.global_batches import Verdict
 from zephon_chaos.problem import Area, Problem
@@ -38,8 +39,13 @@ def signature(outcome: ScenarioOutcome) -> str | None:
         if outcome.harness_problems:  # nothing of the code under test's is wrong but that
             gap = outcome.harness_problems[0].gap.value
             return ".".join((HARNESS_AREA, gap, *_resume_kind(outcome)))
-        ids = sorted({d.id for d in explaining(outcome)})
-        return "known." + "+".join(ids) if ids else "unclassified.unknown"
+        found = explaining(outcome)
+        ids = sorted({d.id for d in found})
+        if not ids:
+            return "unclassified.unknown"
+        only_limits = all(d.kind is KnownKind.LIMITATION for d in found)
+        kind = KnownKind.LIMITATION if only_limits else KnownKind.DEFECT
+        return f"{kind.value}." + "+".join(ids)
     area, kind = _first(problems, verdict)
     return ".".join((area.value, str(kind), *_resume_kind(outcome)))
 

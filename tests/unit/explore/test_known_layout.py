@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.explore import known
-from zephon_chaos.explore.known import KNOWN_DEFECTS, KnownDefect
+from zephon_chaos.explore.known import KNOWN_DEFECTS, KnownDefect, KnownKind
 
 
 def _defined() -> list[KnownDefect]:
@@ -55,7 +55,24 @@ def _imported_roots(script: Path) -> set[str]:
     return roots
 
 
-@pytest.mark.parametrize("defect", KNOWN_DEFECTS, ids=lambda d: d.id)
+DEFECTS = [d for d in KNOWN_DEFECTS if d.kind is KnownKind.DEFECT]
+LIMITATIONS = [d for d in KNOWN_DEFECTS if d.kind is KnownKind.LIMITATION]
+
+
+@pytest.mark.parametrize("limitation", LIMITATIONS, ids=lambda d: d.id)
+def test_every_limitation_names_its_consequence_and_a_mitigation_shown_to_work(
+    limitation: KnownDefect,
+) -> None:
+    """A limitation is Zephon doing what it documents: its evidence cites the documentation,
+    and it says what a recipe loses and which test shows the mitigation working."""
+    assert "zephon 0.2.0" in limitation.evidence
+    assert limitation.consequence and limitation.mitigation
+    tests = re.findall(r"tests/[\w/]+\.py", limitation.mitigation)
+    assert tests, f"{limitation.id}: the mitigation names no test that runs it"
+    assert all((REPO / t).is_file() for t in tests), tests
+
+
+@pytest.mark.parametrize("defect", DEFECTS, ids=lambda d: d.id)
 def test_every_defect_names_a_standalone_reproduction_of_torch_and_zephon_only(
     defect: KnownDefect,
 ) -> None:

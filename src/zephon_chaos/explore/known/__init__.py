@@ -14,12 +14,16 @@ of an outcome several of them share. A new defect is a module and a place in
 from __future__ import annotations
 
 from zephon_chaos.explore.known.checkpoint_after_restore import CHECKPOINT_AFTER_RESTORE
+from zephon_chaos.explore.known.dead_round import (
+    DEAD_ROUND_MEETS_RELAUNCH,
+    FAILED_ROUND_OPEN_IN_DIR,
+)
 from zephon_chaos.explore.known.dead_store_ack_cleanup import (
     DEAD_STORE_ACK_CLEANUP,
     DEAD_STORE_DELETE_TIMEOUTS,
     LEADER,
 )
-from zephon_chaos.explore.known.defect import KnownDefect
+from zephon_chaos.explore.known.defect import KnownDefect, KnownKind
 from zephon_chaos.explore.known.missed_round import MISMATCH, MISSED_ROUND_POISONS_NEXT
 from zephon_chaos.explore.known.mtp_end_of_data import MTP_CAPTURE_FAILED, MTP_END_OF_DATA_WAITS
 from zephon_chaos.explore.known.mtp_warning_in_child import MTP_WARNING_STAYS_IN_CHILD
@@ -39,8 +43,10 @@ from zephon_chaos.runner import ScenarioOutcome
 
 __all__ = [
     "CHECKPOINT_AFTER_RESTORE",
+    "DEAD_ROUND_MEETS_RELAUNCH",
     "DEAD_STORE_ACK_CLEANUP",
     "DEAD_STORE_DELETE_TIMEOUTS",
+    "FAILED_ROUND_OPEN_IN_DIR",
     "KILLED_WORKER_ORPHANS_QUEUE_LOCK",
     "KNOWN_DEFECTS",
     "LEADER",
@@ -57,6 +63,7 @@ __all__ = [
     "WATCHDOG_REDISPATCH",
     "WORKER_MAIN",
     "KnownDefect",
+    "KnownKind",
     "explaining",
     "judged_ok",
     "unexplained",
@@ -72,6 +79,8 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     MISSED_ROUND_POISONS_NEXT,
     KILLED_WORKER_ORPHANS_QUEUE_LOCK,
     MTP_END_OF_DATA_WAITS,
+    FAILED_ROUND_OPEN_IN_DIR,
+    DEAD_ROUND_MEETS_RELAUNCH,
 )
 """The order ``explaining`` and a finding's report list them in."""
 

@@ -7,11 +7,22 @@ says only what is its own.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
+
+
+class KnownKind(enum.Enum):
+    """What a known explanation is: the signature's prefix."""
+
+    DEFECT = "known"
+    """Zephon breaks what it promises: pinned by a strict xfail, fixed upstream."""
+    LIMITATION = "limitation"
+    """Zephon does what it documents, and a default recipe pays for it: reported with its
+    consequence and the recipe-side mitigation, failing neither ``explore`` nor CI."""
 
 
 @dataclass(frozen=True)
@@ -20,6 +31,11 @@ class KnownDefect:
     summary: str
     evidence: str
     explains: Callable[[ScenarioOutcome, Problem], bool]
+    kind: KnownKind = KnownKind.DEFECT
+    consequence: str = ""
+    """For a limitation: what a recipe loses when it meets it."""
+    mitigation: str = ""
+    """For a limitation: what a recipe can do, and the test that shows it works."""
 
 
 def run_of(outcome: ScenarioOutcome, problem: Problem) -> PhaseRun | None:
