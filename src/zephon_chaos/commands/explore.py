@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zephon_chaos.commands import UsageError
-from zephon_chaos.commands._scenario_io import add_launch_options
+from zephon_chaos.commands._scenario_io import add_launch_options, check_launch
 from zephon_chaos.directories import make_directory
 from zephon_chaos.explore.findings import Finding, Section
+from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE
 
 if TYPE_CHECKING:
     from zephon_chaos.explore.report import ExploreResult
@@ -92,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="most launches in one scenario, 1..5 (default 5)",
     )
-    add_launch_options(parser, default_launch="warm")
+    add_launch_options(parser, default_launch=DEFAULT_LAUNCH_LANE)
     parser.add_argument(
         "--store-faults",
         action="store_true",
@@ -164,10 +165,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(f"--max-phases {args.max_phases}: must be within 1..5")
     if args.deadline <= 0:
         raise UsageError(f"--deadline {args.deadline}: must be positive")
-    from zephon_chaos.explore.tiers import LAUNCHES
-
-    if args.launch not in LAUNCHES:
-        raise UsageError(f"--launch {args.launch!r}: choose one of {', '.join(LAUNCHES)}")
+    launch = check_launch(args.launch)
     if args.plant is not None and args.plant not in PLANTS:
         raise UsageError(f"--plant {args.plant!r}: choose one of {', '.join(PLANTS)}")
     from zephon_chaos.strategies import PROFILES
@@ -194,7 +192,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         max_phases=args.max_phases,
         plant=args.plant,
         deadline_s=args.deadline,
-        launch=args.launch,
+        launch=launch,
         store_faults=args.store_faults,
         profile=args.profile,
         aim=args.aim,

@@ -167,7 +167,7 @@ class Explorer(ShrinkingMixin):
     def _write_report(self) -> None:
         folder = self.config.report_dir / "findings"
         for finding in self.result.findings:
-            finding.save(folder)
+            finding.save(folder, self.config.launch)
         from zephon_chaos.explore.timeline import plot_timeline
 
         shown: tuple[Scenario, ScenarioOutcome | None, str] | None = None
