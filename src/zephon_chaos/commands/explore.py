@@ -141,6 +141,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "what this run finds goes to REPORT/example-db), a directory, or none (default)",
     )
     parser.add_argument(
+        "--junitxml",
+        default=None,
+        metavar="PATH",
+        help="also write the findings as JUnit XML: a test case per signature (violations "
+        "fail, harness problems are errors, known defects are skipped, flaky ones too unless "
+        "--fail-on-flaky)",
+    )
+    parser.add_argument(
         "--fail-on-flaky",
         action="store_true",
         help="exit 1 for a flaky finding too (one that a confirmation rerun did not "
@@ -183,6 +191,9 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     report = Path(args.report)
     if why := make_directory(report):
         raise UsageError(f"--report {report}: {why}")
+    junit = getattr(args, "junitxml", None)
+    if junit is not None and (why := make_directory(Path(junit).parent)):
+        raise UsageError(f"--junitxml {junit}: its folder {why}")
     return ExploreConfig(
         budget_s=budget,
         report_dir=report,
@@ -242,7 +253,9 @@ def _explore(args: argparse.Namespace, config: ExploreConfig) -> int:
             for finding in found:
                 _print_finding(finding)
     print(f"report: {config.report_dir / 'summary.md'}")
-    status = exit_status(result, fail_on_flaky=bool(getattr(args, "fail_on_flaky", False)))
+    fail_on_flaky = bool(getattr(args, "fail_on_flaky", False))
+    _write_ci_reports(result, getattr(args, "junitxml", None), fail_on_flaky)
+    status = exit_status(result, fail_on_flaky=fail_on_flaky)
     if status is ExitStatus.INTERRUPTED:
         print("zephon-chaos explore: interrupted; everything started was stopped", file=sys.stderr)
     elif status is ExitStatus.HARNESS:
@@ -253,6 +266,16 @@ def _explore(args: argparse.Namespace, config: ExploreConfig) -> int:
             file=sys.stderr,
         )
     return int(status)
+
+
+def _write_ci_reports(result: ExploreResult, junitxml: str | None, fail_on_flaky: bool) -> None:
+    """``--junitxml``, and the step summary under GitHub Actions (``GITHUB_STEP_SUMMARY``)."""
+    from zephon_chaos.explore.junit import write_junit
+    from zephon_chaos.explore.step_summary import append_step_summary
+
+    if junitxml is not None:
+        print(f"junit xml: {write_junit(result, Path(junitxml), fail_on_flaky)}")
+    append_step_summary(result)
 
 
 def _print_finding(finding: Finding) -> None:
