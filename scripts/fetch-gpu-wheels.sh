@@ -2,7 +2,8 @@
 # Download the wheels a GPU machine needs to run the GPU tier, beyond its own torch, into
 # .whl/ (git-ignored): cp312 manylinux x86_64 builds of everything pyproject.toml declares
 # (zephon and its needs, hypothesis, pytest, pytest-xdist, toxiproxy-python, requests, psutil,
-# py-spy, matplotlib, ...), resolved for Python 3.12, pinned by constraints/gpu.txt.
+# py-spy, ...), resolved for Python 3.12, pinned by constraints/gpu.txt. Not the explore
+# extra (matplotlib, coverage): the GPU tier draws and measures nothing.
 # scripts/gpu-check.sh installs them there with --no-index: that machine reaches no registry.
 #
 # Usage: scripts/fetch-gpu-wheels.sh [DEST]      (DEST defaults to .whl)

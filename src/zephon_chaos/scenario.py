@@ -1,8 +1,9 @@
 """The scenario model: one run of data, lanes and phases (each a launch), with its faults.
 
 Versioned and JSON round-trippable: a scenario found by the explorer is saved as a file that
-``zephon-chaos replay`` runs again. Phase ``i > 0`` restores from the last checkpoint phase
-``i - 1`` took; the reference is one uninterrupted run of the same data and lanes.
+``zephon-chaos replay`` runs again, as it was found (:class:`Found`: the tier, the launch
+lane and the signature). Phase ``i > 0`` restores from the last checkpoint phase ``i - 1``
+took; the reference is one uninterrupted run of the same data and lanes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from zephon_chaos.deployment import BEFORE_VERSION_2, DOWNSTREAM, Deployment, RunIdPolicy
 from zephon_chaos.lanes import lanes_of
-from zephon_chaos.launch.spec import LAUNCH_PATHS, LaunchPath
+from zephon_chaos.launch.spec import LAUNCH_LANES, LAUNCH_PATHS, LaunchLane, LaunchPath
 from zephon_chaos.scenario_rules import STORE_ACTIONS as STORE_ACTIONS  # re-exported
 from zephon_chaos.scenario_rules import Refusal, violations
 from zephon_chaos.workload.spec import (
@@ -38,8 +39,11 @@ from zephon_chaos.workload.spec import (
 )
 
 SCENARIO_VERSION = 2
-"""2: the deployment (``deployment.Deployment``) is part of the scenario; a file of version 1
-ran under ``deployment.BEFORE_VERSION_2`` and its ``run_id_policy``, and loads as such."""
+"""2: the deployment (``deployment.Deployment``) is part of the scenario, and ``found``
+(:class:`Found`) says how a finding was found. A file of version 1 ran under
+``deployment.BEFORE_VERSION_2`` and its ``run_id_policy``, has no ``found``, and loads as such."""
+TIERS: tuple[str, ...] = ("inproc", "torchrun")
+"""What runs a scenario: rank threads in one interpreter, or real torchrun groups."""
 
 
 class ScenarioError(SpecError):
@@ -76,6 +80,19 @@ class StoreFault:
     action: str
     at: str = "announce"
     stall_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class Found:
+    """How ``explore`` found a scenario it saved: ``replay`` reruns it so unless told."""
+
+    tier: str
+    """``inproc`` or ``torchrun`` (:data:`TIERS`)."""
+    launch: LaunchLane
+    """The launch lane of the torchrun tier (``launch.spec.LAUNCH_LANES``) the exploration
+    ran with: the lane its torchrun runs and confirmations used."""
+    signature: str
+    """What it failed with, the finding's signature (``explore.signature``)."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +170,8 @@ class Scenario:
     name: str = "scenario"
     backend: str = "gloo"
     """Process-group backend of every launch: gloo (CPU) or nccl (one CUDA device per rank)."""
+    found: Found | None = field(default=None, compare=False)
+    """Set in a finding's file: how it was found. Not part of what runs, so not compared."""
     version: int = SCENARIO_VERSION
 
     # ---- validation --------------------------------------------------------------------
@@ -168,6 +187,14 @@ class Scenario:
         _check(self.backend in ("gloo", "nccl"), "backend", "must be gloo or nccl")
         if bad := self.deployment.invalid():
             _check(False, f"deployment.{bad[0]}", bad[1])
+        if (found := self.found) is not None:
+            _check(found.tier in TIERS, "found.tier", f"must be one of {TIERS}")
+            _check(found.launch in LAUNCH_LANES, "found.launch", f"must be one of {LAUNCH_LANES}")
+            _check(
+                isinstance(found.signature, str) and bool(found.signature),
+                "found.signature",
+                "must be a non-empty string",
+            )
         _check(bool(self.data.sources), "data.sources", "needs at least one source")
         _check(self.data.microbatch >= 1, "data.microbatch", "must be at least 1")
         _check(self.data.chunk_size >= 1, "data.chunk_size", "must be at least 1")
@@ -375,6 +402,7 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
         "name",
         "version",
         "backend",
+        "found",
     }
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -386,7 +414,9 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
         raise ScenarioError(f"{where}.phases: expected a list")
     phases = tuple(_phase_from(p, f"{where}.phases[{i}]") for i, p in enumerate(phases_raw))
     optional = ("persist_format", "plant", "name", "backend")
-    rest = {k: raw[k] for k in optional if k in raw}
+    rest: dict[str, Any] = {k: raw[k] for k in optional if k in raw}
+    if raw.get("found") is not None:
+        rest["found"] = from_dict(Found, raw["found"], f"{where}.found")
     scenario = Scenario(
         data=data,
         pipeline=pipeline,
@@ -407,9 +437,11 @@ def _deployment_from(raw: dict[str, Any], where: str) -> Deployment:
             raise ScenarioError(f"{where}.deployment: a version-1 file has none")
         return replace(BEFORE_VERSION_2, run_id=raw.get("run_id_policy", "fixed"))
     if "run_id_policy" in raw:
-        raise ScenarioError(
-            f"{where}.run_id_policy: version 2 names it as deployment.run_id"
-        )
+        if "deployment" in raw:
+            raise ScenarioError(
+                f"{where}.run_id_policy: version 2 names it as deployment.run_id; give one"
+            )
+        return replace(DOWNSTREAM, run_id=raw["run_id_policy"])
     return from_dict(Deployment, raw.get("deployment", {}), f"{where}.deployment")
 
 

@@ -67,6 +67,8 @@ def test_recipe_doc_files_pass_as_written(pytester: pytest.Pytester) -> None:
         ".github/workflows/cpu.yml",
         ".github/workflows/gpu.yml",
         ".github/workflows/nightly-explore.yml",
+        ".github/workflows/nightly-deep.yml",
+        ".github/workflows/release.yml",
     ],
 )
 def test_ci_doc_shows_each_workflow_as_it_is(workflow: str) -> None:

@@ -22,7 +22,7 @@ from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome, expected_failure_problems
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Found, Phase, Scenario
 from zephon_chaos.workload.spec import PipelineSpec
 
 ACCEPTED = "refusal.accepted.no-resume.no-resume"
@@ -240,6 +240,14 @@ def test_the_summary_lists_violations_flaky_findings_and_harness_problems_apart(
     assert f"confirmation reruns: passed, {ACCEPTED}" in flaky_part
     assert "harness.no-error-message" in text[order[2] :]
     assert "## Known defects" not in text
+
+
+def test_a_saved_finding_records_the_tier_lane_and_signature_it_was_found_with(
+    tmp_path: Path,
+) -> None:
+    made = finding(ACCEPTED, FindingLabel.REPRODUCIBLE)
+    json_path = next(p for p in made.save(tmp_path, "cli") if p.suffix == ".json")
+    assert Scenario.load(json_path).found == Found("inproc", "cli", ACCEPTED)
 
 
 # ---- the explorer end to end, with a fake runner ---------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from zephon_chaos.deployment import Deployment
 from zephon_chaos.scenario import (
     SCENARIO_VERSION,
+    Found,
     Phase,
     ProxyFault,
     Scenario,
@@ -73,6 +74,49 @@ def test_a_file_written_before_the_newer_fields_still_loads(tmp_path: Path) -> N
     path = tmp_path / "old.json"
     path.write_text(json.dumps(raw))
     assert Scenario.load(path) == two_phases()
+
+
+FOUND = Found(tier="torchrun", launch="cli", signature="batches-identical.missing.resized.boundary")
+
+
+def test_how_a_scenario_was_found_survives_the_round_trip(tmp_path: Path) -> None:
+    saved = two_phases().with_(found=FOUND).save(tmp_path / "finding.json")
+    again = Scenario.load(saved)
+    assert again.found == FOUND
+    assert again.version == SCENARIO_VERSION
+    assert again == two_phases()  # how it was found is no part of what runs
+
+
+def test_a_version_1_file_loads_without_a_record_of_how_it_was_found(tmp_path: Path) -> None:
+    raw = json.loads(two_phases().to_json())
+    del raw["found"]
+    raw["version"] = 1
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(raw))
+    loaded = Scenario.load(path)
+    assert loaded.found is None
+    assert loaded == two_phases()
+
+
+@pytest.mark.parametrize(
+    ("found", "field"),
+    [
+        ({"tier": "gpu", "launch": "cli", "signature": "x.y"}, "scenario.found.tier"),
+        ({"tier": "inproc", "launch": "fork", "signature": "x.y"}, "scenario.found.launch"),
+        ({"tier": "inproc", "launch": "warm", "signature": ""}, "scenario.found.signature"),
+        ({"tier": "inproc", "launch": "warm"}, ".found: "),
+        ({"tier": "inproc", "launch": "warm", "signature": "x", "seed": 3}, "found: unknown"),
+    ],
+    ids=["unknown-tier", "unknown-lane", "empty-signature", "no-signature", "unknown-field"],
+)
+def test_a_bad_record_of_how_it_was_found_names_the_field(
+    found: dict[str, object], field: str
+) -> None:
+    raw = json.loads(two_phases().to_json())
+    raw["found"] = found
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_json(json.dumps(raw))
+    assert field in str(err.value)
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from zephon_chaos.bench.model import (
     judge,
     store_round,
 )
+from zephon_chaos.extras import PLOTS_INSTEAD, Extra, require
 
 PROJECTION_CSV = "projection.csv"
 PROJECTION_MD = "projection.md"
@@ -145,6 +146,7 @@ def _num(x: float) -> object:
 
 def plot_projection(rows: list[ProjectionRow], config: ProjectionConfig, out: Path,
                     note: str) -> Path:
+    require(Extra.MATPLOTLIB, "bench plots", PLOTS_INSTEAD)
     import matplotlib
 
     matplotlib.use("Agg")

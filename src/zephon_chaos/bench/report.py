@@ -9,6 +9,7 @@ from pathlib import Path
 from zephon_chaos.bench.aggregation import CellResult, median, percentile
 from zephon_chaos.bench.chunked import ChunkedSample
 from zephon_chaos.bench.grid import GridResult
+from zephon_chaos.extras import PLOTS_INSTEAD, Extra, require
 
 SUMMARY_CSV = "aggregation.csv"
 SAMPLES_CSV = "aggregation_samples.csv"
@@ -129,6 +130,7 @@ def _kib(x: object) -> str:
 
 def plot(result: GridResult, out: Path) -> list[Path]:
     """Checkpoint time and round trips against world size; chunked values against size."""
+    require(Extra.MATPLOTLIB, "bench plots", PLOTS_INSTEAD)
     import matplotlib
 
     matplotlib.use("Agg")

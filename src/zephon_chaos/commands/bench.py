@@ -72,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.bench != "aggregation":
         raise UsageError(f"unknown bench {args.bench!r}; choose one of {', '.join(SUBCOMMANDS)}")
+    _plots_possible(args)
     if args.project:
         return _run_project(args)
     from zephon_chaos.bench.grid import GridConfig, run_grid
@@ -173,6 +174,14 @@ def project_config(args: argparse.Namespace) -> object:
     if problems:
         raise UsageError("; ".join(problems))
     return cfg
+
+
+def _plots_possible(args: argparse.Namespace) -> None:
+    """Before measuring for minutes: plots need matplotlib (the ``explore`` extra)."""
+    if not args.no_plots:
+        from zephon_chaos.extras import PLOTS_INSTEAD, Extra, require
+
+        require(Extra.MATPLOTLIB, "bench plots", PLOTS_INSTEAD)
 
 
 def _run_project(args: argparse.Namespace) -> int:

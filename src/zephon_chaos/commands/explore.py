@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zephon_chaos.commands import UsageError
-from zephon_chaos.commands._scenario_io import add_launch_options
+from zephon_chaos.commands._scenario_io import add_launch_options, check_launch
 from zephon_chaos.directories import make_directory
 from zephon_chaos.explore.findings import Finding, Section
+from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE
 
 if TYPE_CHECKING:
     from zephon_chaos.explore.report import ExploreResult
@@ -93,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="most launches in one scenario, 1..5 (default 5)",
     )
-    add_launch_options(parser, default_launch="warm")
+    add_launch_options(parser, default_launch=DEFAULT_LAUNCH_LANE)
     parser.add_argument(
         "--store-faults",
         action="store_true",
@@ -141,6 +142,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "what this run finds goes to REPORT/example-db), a directory, or none (default)",
     )
     parser.add_argument(
+        "--junitxml",
+        default=None,
+        metavar="PATH",
+        help="also write the findings as JUnit XML: a test case per signature (violations "
+        "fail, harness problems are errors, known defects are skipped, flaky ones too unless "
+        "--fail-on-flaky)",
+    )
+    parser.add_argument(
         "--fail-on-flaky",
         action="store_true",
         help="exit 1 for a flaky finding too (one that a confirmation rerun did not "
@@ -165,10 +174,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(f"--max-phases {args.max_phases}: must be within 1..5")
     if args.deadline <= 0:
         raise UsageError(f"--deadline {args.deadline}: must be positive")
-    from zephon_chaos.explore.tiers import LAUNCHES
-
-    if args.launch not in LAUNCHES:
-        raise UsageError(f"--launch {args.launch!r}: choose one of {', '.join(LAUNCHES)}")
+    launch = check_launch(args.launch)
     if args.plant is not None and args.plant not in PLANTS:
         raise UsageError(f"--plant {args.plant!r}: choose one of {', '.join(PLANTS)}")
     from zephon_chaos.strategies import PROFILES
@@ -186,6 +192,9 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     report = Path(args.report)
     if why := make_directory(report):
         raise UsageError(f"--report {report}: {why}")
+    junit = getattr(args, "junitxml", None)
+    if junit is not None and (why := make_directory(Path(junit).parent)):
+        raise UsageError(f"--junitxml {junit}: its folder {why}")
     return ExploreConfig(
         budget_s=budget,
         report_dir=report,
@@ -195,7 +204,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         max_phases=args.max_phases,
         plant=args.plant,
         deadline_s=args.deadline,
-        launch=args.launch,
+        launch=launch,
         store_faults=args.store_faults,
         profile=args.profile,
         aim=args.aim,
@@ -245,7 +254,9 @@ def _explore(args: argparse.Namespace, config: ExploreConfig) -> int:
             for finding in found:
                 _print_finding(finding)
     print(f"report: {config.report_dir / 'summary.md'}")
-    status = exit_status(result, fail_on_flaky=bool(getattr(args, "fail_on_flaky", False)))
+    fail_on_flaky = bool(getattr(args, "fail_on_flaky", False))
+    _write_ci_reports(result, getattr(args, "junitxml", None), fail_on_flaky)
+    status = exit_status(result, fail_on_flaky=fail_on_flaky)
     if status is ExitStatus.INTERRUPTED:
         print("zephon-chaos explore: interrupted; everything started was stopped", file=sys.stderr)
     elif status is ExitStatus.HARNESS:
@@ -256,6 +267,16 @@ def _explore(args: argparse.Namespace, config: ExploreConfig) -> int:
             file=sys.stderr,
         )
     return int(status)
+
+
+def _write_ci_reports(result: ExploreResult, junitxml: str | None, fail_on_flaky: bool) -> None:
+    """``--junitxml``, and the step summary under GitHub Actions (``GITHUB_STEP_SUMMARY``)."""
+    from zephon_chaos.explore.junit import write_junit
+    from zephon_chaos.explore.step_summary import append_step_summary
+
+    if junitxml is not None:
+        print(f"junit xml: {write_junit(result, Path(junitxml), fail_on_flaky)}")
+    append_step_summary(result)
 
 
 def _print_finding(finding: Finding) -> None:

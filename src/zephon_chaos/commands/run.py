@@ -38,10 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    scenario, tier, launch = prepare(args)
+    scenario, setting = prepare(args)
     with Workspace(args.keep) as ws:
-        print(f"running {scenario.summary()} on the {tier} tier")
-        outcome = run_once(scenario, tier, ws.root, args.deadline, launch, source=args.file)
+        print(f"running {scenario.summary()} on {setting.describe()}")
+        outcome = run_once(
+            scenario, setting.tier, ws.root, args.deadline, setting.launch, source=args.file
+        )
         print(outcome.report())
         from zephon_chaos.explore.known import explaining
         from zephon_chaos.explore.signature import signature

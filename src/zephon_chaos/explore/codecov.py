@@ -10,6 +10,9 @@ Tracing costs: Python 3.11's ``sys.settrace`` hook runs on every call of every t
 measured 1.5x and more the time of an in-process scenario here; so while a search round is
 armed the explorer measures one scenario in :data:`MEASURE_EVERY` (starting and stopping the
 tracer between scenarios, when no rank thread runs) and says how many it measured.
+
+coverage.py comes with the ``explore`` extra: without it nothing is measured, and the
+summary's coverage section says why (:attr:`NotMeasured.NO_COVERAGE`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from zephon_chaos.extras import INSTALL, Extra
 
 MEASURE_EVERY = 4
 """Measure scenarios 0, MEASURE_EVERY, 2 MEASURE_EVERY, ... of the armed rounds."""
@@ -50,6 +55,7 @@ class NotMeasured(Enum):
     """Why Zephon's code was not measured."""
 
     NO_ZEPHON = "zephon is not importable here"
+    NO_COVERAGE = f"coverage.py is not installed ({INSTALL})"
     TRACER_ACTIVE = "another tracer (a debugger or coverage run) was active"
     NO_INPROC = "no in-process round ran; rank processes of torchrun are not measured"
 
@@ -93,7 +99,13 @@ class ZephonCoverage:
         self.seen = 0
         """Scenarios run while armed."""
         self.armed = False
-        self.skipped: NotMeasured | None = None if self.package else NotMeasured.NO_ZEPHON
+        self.skipped: NotMeasured | None = (
+            NotMeasured.NO_ZEPHON
+            if self.package is None
+            else NotMeasured.NO_COVERAGE
+            if not Extra.COVERAGE.present
+            else None
+        )
         self._cov: Any = None
         self._running = False
 

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding
 from zephon_chaos.explore.shard import Shard
+from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LaunchLane
 
 ROUND_EXAMPLES: dict[str, int] = {"inproc": 40, "torchrun": 6}
 """New scenarios a round may generate (it ends sooner at its first new failure): rounds are
@@ -60,7 +61,7 @@ class ExploreConfig:
     max_phases: int = 5
     plant: str | None = None
     deadline_s: float = 120.0
-    launch: str = "warm"
+    launch: LaunchLane = DEFAULT_LAUNCH_LANE
     """How the torchrun tier starts groups: ``warm`` (forked, fast) or ``cli``."""
     store_faults: bool = False
     """Faults on the ranks' links to the store, with retry policies (both tiers)."""

@@ -20,8 +20,9 @@ from zephon_chaos.deployment import DOWNSTREAM
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.harness_problem import HARNESS_AREA
+from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LaunchLane
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Scenario
+from zephon_chaos.scenario import Found, Scenario
 from zephon_chaos.workload.spec import PipelineSpec, stage_count
 
 CONFIRM_RUNS = 2
@@ -202,11 +203,14 @@ class Finding:
     def file_stem(self) -> str:
         return re.sub(r"[^\w.+-]+", "_", self.signature)[:120]
 
-    def save(self, folder: Path) -> list[Path]:
-        """Write the scenario, the evidence and the timeline; return the paths."""
+    def save(self, folder: Path, launch: LaunchLane = DEFAULT_LAUNCH_LANE) -> list[Path]:
+        """Write the scenario, the evidence and the timeline; return the paths. The scenario
+        records how it was found (its tier, ``launch``: the exploration's launch lane, its
+        signature), which ``replay`` reruns by default."""
         folder.mkdir(parents=True, exist_ok=True)
         stem = self.file_stem()
-        scenario = self.scenario.with_(name=stem)
+        found = Found(tier=self.tier, launch=launch, signature=self.signature)
+        scenario = self.scenario.with_(name=stem, found=found)
         json_path = scenario.save(folder / f"{stem}.json")
         text = folder / f"{stem}.txt"
         text.write_text(self.describe(json_path) + "\n")

@@ -60,6 +60,7 @@ from zephon_chaos.explore.shrinking import ShrinkingMixin
 from zephon_chaos.explore.steer import RoundSteering
 from zephon_chaos.explore.summary_json import write_summary_json
 from zephon_chaos.explore.tiers import close_runner, make_runner
+from zephon_chaos.extras import missing
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import scenarios
@@ -116,6 +117,7 @@ class Explorer(ShrinkingMixin):
         self._started = time.monotonic()
         end = self._end = self._started + cfg.budget_s
         search_end = end - reserve_s(cfg.budget_s)
+        self._note_missing_extras()
         self.progress = Progress(end, cfg.stream, cfg.progress_interval_s).start()
         try:
             if cfg.tier == "both":
@@ -138,6 +140,14 @@ class Explorer(ShrinkingMixin):
             self._finish()
         return self.result
 
+    def _note_missing_extras(self) -> None:
+        """What this run leaves out for want of the ``explore`` extra: said once, on the
+        stream and in the summary's notes."""
+        for extra in missing():
+            self.result.notes.append(extra.left_out())
+            if self.config.stream is not None:
+                print(f"note: {extra.left_out()}", file=self.config.stream)
+
     def _finish(self) -> None:
         assert self.progress is not None
         try:
@@ -157,7 +167,7 @@ class Explorer(ShrinkingMixin):
     def _write_report(self) -> None:
         folder = self.config.report_dir / "findings"
         for finding in self.result.findings:
-            finding.save(folder)
+            finding.save(folder, self.config.launch)
         from zephon_chaos.explore.timeline import plot_timeline
 
         shown: tuple[Scenario, ScenarioOutcome | None, str] | None = None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES
 from zephon_chaos.runner import ScenarioRunner
-from zephon_chaos.scenario import Scenario
+from zephon_chaos.scenario import TIERS, Scenario
 
-TIER_CHOICES: tuple[str, ...] = ("auto", "inproc", "torchrun")
+TIER_CHOICES: tuple[str, ...] = ("auto", *TIERS)
 
 
 def tier_for(scenario: Scenario, choice: str = "auto") -> str:
@@ -19,7 +20,7 @@ def tier_for(scenario: Scenario, choice: str = "auto") -> str:
     return "inproc" if inproc_refusal(scenario) is None else "torchrun"
 
 
-LAUNCHES: tuple[str, ...] = ("cli", "warm")
+LAUNCHES: tuple[str, ...] = LAUNCH_LANES
 
 
 class WarmScenarioRunner(ScenarioRunner):
@@ -42,7 +43,7 @@ class WarmScenarioRunner(ScenarioRunner):
 
 
 def make_runner(
-    tier: str, root: Path, deadline_s: float = 120.0, launch: str = "cli"
+    tier: str, root: Path, deadline_s: float = 120.0, launch: str = DEFAULT_LAUNCH_LANE
 ) -> ScenarioRunner:
     """A runner for ``tier`` under ``root``; close it with :func:`close_runner`.
 

@@ -54,7 +54,8 @@ def plot_timeline(
     outcome: ScenarioOutcome | None = None,
     title: str | None = None,
 ) -> Path | None:
-    """Draw ``scenario`` to ``path``; None if matplotlib is not installed."""
+    """Draw ``scenario`` to ``path``; None if matplotlib (the ``explore`` extra) is not
+    installed: the explorer says so once (``extras``), not per picture."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure

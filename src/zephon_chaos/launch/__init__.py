@@ -2,12 +2,22 @@
 
 from zephon_chaos.launch.group import TorchrunGroup
 from zephon_chaos.launch.result import GroupFailed, GroupResult, RankOutcome
-from zephon_chaos.launch.spec import LAUNCH_PATHS, LaunchPath, LaunchSpec
+from zephon_chaos.launch.spec import (
+    DEFAULT_LAUNCH_LANE,
+    LAUNCH_LANES,
+    LAUNCH_PATHS,
+    LaunchLane,
+    LaunchPath,
+    LaunchSpec,
+)
 
 __all__ = [
+    "DEFAULT_LAUNCH_LANE",
+    "LAUNCH_LANES",
     "LAUNCH_PATHS",
     "GroupFailed",
     "GroupResult",
+    "LaunchLane",
     "LaunchPath",
     "LaunchSpec",
     "RankOutcome",

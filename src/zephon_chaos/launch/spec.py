@@ -10,6 +10,16 @@ from typing import Literal
 LaunchPath = Literal["standalone", "static", "c10d"]
 LAUNCH_PATHS: tuple[LaunchPath, ...] = ("standalone", "static", "c10d")
 
+LaunchLane = Literal["cli", "warm"]
+"""How the harness starts a torchrun group: ``cli`` runs ``python -m torch.distributed.run``
+per launch; ``warm`` forks torchrun's agent and workers from a process that imported torch
+already (``launch.warm``). Both run torchrun's own agent code; the launch path is apart."""
+LAUNCH_LANES: tuple[LaunchLane, ...] = ("cli", "warm")
+DEFAULT_LAUNCH_LANE: LaunchLane = "warm"
+"""The lane of ``explore``, ``run`` and ``replay`` unless told (``--launch``): one value, so
+a finding replays as it was found (~10x faster than ``cli`` per launch). A scenario file
+saved by ``explore`` records its lane, which ``replay`` takes over this default."""
+
 
 @dataclass(frozen=True)
 class LaunchSpec:

@@ -16,6 +16,7 @@ from zephon_chaos.explore.codecov import (
     ZephonCoverage,
     write_files,
 )
+from zephon_chaos.explore.report import Coverage
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
@@ -70,3 +71,18 @@ def test_another_active_tracer_is_left_alone(code: ZephonCoverage) -> None:
         sys.settrace(previous)
     assert code.skipped is NotMeasured.TRACER_ACTIVE
     assert code.reach() is None
+
+
+def test_without_coverage_py_nothing_is_measured_and_the_summary_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "coverage", None)  # `import coverage` fails, as uninstalled
+    code = ZephonCoverage()
+    code.arm()
+    assert code.start() is False
+    assert code.skipped is NotMeasured.NO_COVERAGE
+    code.saw_scenario()
+    assert code.reach() is None
+    lines = Coverage(code=code).section(tmp_path, max_world=2)
+    assert f"Not measured: {NotMeasured.NO_COVERAGE.value}." in lines
+    assert "pip install 'zephon-chaos[explore]'" in NotMeasured.NO_COVERAGE.value

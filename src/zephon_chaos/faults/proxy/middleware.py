@@ -56,7 +56,7 @@ def handler_timeout(app: App) -> App:
     async def handle(request: Request) -> Response:
         try:
             return await asyncio.wait_for(app(request), HANDLER_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return Response(503, _TIMEOUT_PAGE, "text/html; charset=utf-8")
 
     return handle

@@ -83,7 +83,7 @@ class Connection(LinkOwner):
                 loop.create_connection(lambda: self.upstream, host or "localhost", port),
                 UPSTREAM_CONNECT_TIMEOUT_S,
             )
-        except (OSError, ApiError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, ApiError) as exc:
             proxy.stats.upstream_connect_failures += 1
             log.info("proxy %s: cannot reach upstream %s: %s", proxy.name, proxy.upstream, exc)
             self.client.abort(reset=False)

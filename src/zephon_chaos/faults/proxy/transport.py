@@ -278,7 +278,7 @@ class HttpServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             await self._exchange(_Input(reader), writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, OSError):
             return
         except asyncio.CancelledError:
             return  # the server is closing; ending quietly keeps asyncio from logging it
