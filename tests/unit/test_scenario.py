@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from zephon_chaos.deployment import Deployment
+from zephon_chaos.deployment import BEFORE_VERSION_2, Deployment
 from zephon_chaos.scenario import (
     SCENARIO_VERSION,
     Found,
@@ -89,13 +89,14 @@ def test_how_a_scenario_was_found_survives_the_round_trip(tmp_path: Path) -> Non
 
 def test_a_version_1_file_loads_without_a_record_of_how_it_was_found(tmp_path: Path) -> None:
     raw = json.loads(two_phases().to_json())
-    del raw["found"]
-    raw["version"] = 1
+    del raw["found"], raw["deployment"]
+    raw["version"], raw["run_id_policy"] = 1, "per_launch"
     path = tmp_path / "v1.json"
     path.write_text(json.dumps(raw))
     loaded = Scenario.load(path)
     assert loaded.found is None
-    assert loaded == two_phases()
+    ran_under = replace(BEFORE_VERSION_2, run_id="per_launch")
+    assert loaded == replace(two_phases(), found=None, deployment=ran_under)
 
 
 @pytest.mark.parametrize(
