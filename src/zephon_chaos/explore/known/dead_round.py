@@ -99,8 +99,7 @@ FAILED_ROUND_OPEN_IN_DIR = KnownDefect(
         "a failed round stays announced and open, and FileCoordinator._wait_for_outcome raises "
         "its notice; KVCoordinator._failure_location returns _result_location, so with a store "
         "the notice closes the round (lines 441-465, 571, 576-583, 808-809, 889-893; "
-        "992-993). Standalone: tests/zephon/repro/failed_round_open_in_dir.py (its strict "
-        "xfail: tests/zephon/repro/test_failed_round_open_in_dir.py)"
+        "992-993). Standalone: tests/zephon/repro/failed_round_open_in_dir.py"
     ),
     explains=_joined_failed_round,
 )
