@@ -80,3 +80,21 @@ def test_the_operator_step_clears_the_dead_round_and_the_relaunch_completes(
     assert again.cleared_round
     assert again.result.ok, outcome.report()
     assert known.judged_ok(outcome), outcome.report()
+
+
+@pytest.mark.parametrize(
+    "deployment",
+    [Deployment(run_id="per_launch"), Deployment(hosted_store="launch")],
+    ids=["a-run-id-per-launch", "a-store-per-launch"],
+)
+def test_a_deployment_that_scopes_each_launch_meets_no_dead_round(
+    runner: InprocScenarioRunner, deployment: Deployment
+) -> None:
+    """The mitigations a recipe can deploy: the relaunch's rounds live where no dead launch's
+    do, so it meets none and completes."""
+    outcome = runner.run(_relaunch_after_a_dead_round(deployment))
+    _, dead, again = outcome.phases
+    assert not dead.result.ok, outcome.report()
+    assert again.met_round is None
+    assert again.result.ok, outcome.report()
+    assert known.judged_ok(outcome), outcome.report()
