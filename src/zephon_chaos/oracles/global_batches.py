@@ -67,6 +67,8 @@ class Verdict:
         return next((k for k in BATCH_KINDS if k in kinds), Kind.DIVERGENT)
 
     def describe(self) -> str:
+        if self.ok and not self.steps_compared:  # nothing was kept to hold to the contract
+            return f"nothing compared ({self.contract}: no global step was kept)"
         if self.ok:
             return f"ok ({self.contract}, {self.steps_compared} global steps compared)"
         lines = [f"VIOLATION of {self.contract}:"]

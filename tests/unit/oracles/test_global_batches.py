@@ -61,3 +61,11 @@ def test_expected_lengths_bound_the_comparison() -> None:
     short = {lane: batches[:2] for lane, batches in REF.items()}
     assert compare(REF, short, {lane: 2 for lane in REF}, exact=True).ok
     assert not compare(REF, short, FULL, exact=True).ok
+
+
+def test_a_verdict_with_no_step_compared_never_says_ok() -> None:
+    """Nothing kept (every launch failed before a checkpoint): the verdict holds to nothing."""
+    verdict = compare({0: [[(0, 0, 0)]]}, {}, {}, exact=True)
+    assert verdict.steps_compared == 0
+    assert not verdict.describe().startswith("ok")
+    assert "nothing compared" in verdict.describe()
