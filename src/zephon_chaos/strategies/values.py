@@ -165,14 +165,16 @@ TP_ODDS = (6, 3, 1)
 DOWNSTREAM_TP_ODDS = (1, 4, 1)
 """The downstream's DP x TP with tp 2, two launches in three (torchrun tier)."""
 STORE_FAULT_AGGREGATIONS = STORE_AGGREGATIONS
-STORE_FAULT_AGGREGATION_ODDS = (3, 2, 1)
-"""Odds of each of ``AGGREGATION_CHOICES`` with link faults on: mostly through a store (what
-they act on); ``dir`` still, for its round-point rank faults (a link fault there is dropped)."""
-"""With store faults: torchrun's store, or (one in four) the one the harness hosts."""
+STORE_FAULT_AGGREGATION_ODDS = (1, 1, 1)
+"""Odds of each of ``AGGREGATION_CHOICES`` with link faults on: each mode a fair share. A link
+fault acts on a store only (under ``dir`` it is dropped), but ``dir`` still takes round-point
+rank faults on its round files and what a relaunch meets in the job's directory."""
 MAPPING_CHOICES = ("contiguous", "interleaved")
 AGGREGATION_CHOICES = ("store", "store_explicit", "dir")
 AGGREGATION_ODDS = (1, 1, 1)
-DOWNSTREAM_AGGREGATION_ODDS = (4, 1, 1)
+DOWNSTREAM_AGGREGATION_ODDS = (2, 1, 1)
+"""torchrun's store, the recipe's default, half the time; the hosted store and the job's
+``aggregate_dir`` (the smoke recipes' ``ZEPHON_AGGREGATE_DIR``) a quarter each."""
 PERSIST_FORMATS = ("pickle", "json", "torch", "plain_json", "dcp")
 INPROC_PERSIST_ODDS = (1, 1, 1, 1, 0)
 """``dcp`` saves and loads on every rank together over a process group: threads have none."""
