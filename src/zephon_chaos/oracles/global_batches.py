@@ -27,6 +27,7 @@ from zephon_chaos.oracles.rank_draws import (
     Draw,
     DrawVerdict,
     LaneStreams,
+    TurnMoved,
     judge_rank,
     reference_draws,
 )
@@ -88,6 +89,12 @@ class Verdict:
     steps_compared: int = 0
     draws: DrawVerdict | None = None
     """Each rank's draws and trainer steps against the reference's (:func:`draws`)."""
+
+    @property
+    def streams_ok(self) -> bool:
+        """The lane streams alone hold: what is wrong, if anything, is only in ranks' draws."""
+        drawn = set() if self.draws is None else set(self.draws.found())
+        return all(p in drawn for p in self.problems)
 
     def add_draws(self, draws: DrawVerdict) -> None:
         """Judge the ranks' draws too: their divergences become problems of the verdict."""
@@ -229,17 +236,28 @@ def compare(
 def draws(reference: LaneStreams, phases: list[PhaseRecords], *, clip: bool = True) -> DrawVerdict:
     """Each judged launch's draws, one rank per DP group (``dp_groups`` holds its peers to
     it), against the reference's on the launch's topology from the launch's resume point.
-    ``clip``: no lane goes past the reference's end (a run that ran dry)."""
+    A rank on lanes no rank of the launch before drew together has no saved turn: where it
+    starts is Zephon's to choose (``rank_draws``'s note). ``clip``: no lane goes past the
+    reference's end (a run that ran dry)."""
     verdict = DrawVerdict()
+    saved: set[tuple[int, ...]] | None = None  # lane lists with a saved turn (None: fresh)
     for ph in phases:
+        groups = representatives(ph.ranks, ph.tp)
+        turns, saved = saved, {tuple(rec.lanes) for rec in groups}
         if not ph.exact or ph.start is None or ph.end is None:
             continue
         end = ph.end
         if clip:
             end = {lane: min(n, len(reference.get(lane, []))) for lane, n in end.items()}
-        for rec in representatives(ph.ranks, ph.tp):
-            expected = reference_draws(reference, rec.lanes, ph.start, end)
+        for rec in groups:
             drawn: list[Draw] = [(b.lane, list(b.ids)) for b in ph.kept(rec)]
+            expected = reference_draws(reference, rec.lanes, ph.start, end)
+            if turns is not None and tuple(rec.lanes) not in turns and drawn and expected:
+                moved = reference_draws(reference, rec.lanes, ph.start, end, drawn[0][0])
+                if moved[0][0] != expected[0][0]:
+                    turn = TurnMoved(ph.phase, rec.rank, expected[0][0], moved[0][0])
+                    verdict.turns_moved.append(turn)
+                    expected = moved
             offset = sum(ph.start.get(lane, 0) for lane in rec.lanes)
             verdict.problems += judge_rank(ph.phase, rec.rank, rec.lanes, drawn, expected, offset)
             verdict.ranks_compared += 1

@@ -14,9 +14,15 @@ step with the draws after the resume.
 
 The reference on a topology is computed from the uninterrupted reference's lane streams and
 Zephon's draw order (``Engine._lane_rr_iter``): the rank's lanes in lane order, one batch of
-each per turn, a lane with nothing left skipped. A resumed rank continues the turn where its
-checkpoint left it: on the same lanes Zephon restores its saved position (``rr_next_idx``),
-and on a window boundary every lane has drawn as often, so the turn starts at the first.
+each per turn, a lane with nothing left skipped; an uninterrupted run starts at the first. A
+rank resumed on lanes some rank drew as one turn before the checkpoint continues that turn
+where it stopped (Zephon restores ``rr_next_idx``, keyed by the lane list).
+
+A rank resumed on lanes no rank drew together before has no saved turn, and Zephon starts
+it at the least advanced lane by source progress (``Engine._ensure_rr_next_idx``), which with
+a filter need not be the first: its draws are then the reference's rotated, every trainer
+step the same samples in another order. That start is accepted and kept as a
+:class:`TurnMoved` fact, not a problem; every draw after it must follow the turn.
 """
 
 from __future__ import annotations
@@ -39,18 +45,20 @@ def reference_draws(
     lanes: Sequence[int],
     start: Mapping[int, int],
     end: Mapping[int, int],
+    first: int | None = None,
 ) -> list[Draw]:
     """The draws of a rank owning ``lanes`` from ``start`` (batches each lane delivered
     before) up to ``end``, in Zephon's order: round robin in lane order, skipping a lane
     with nothing left, from the first lane (among those with batches left) that has drawn
-    least, which is where an interrupted turn goes on."""
+    least, which is where an interrupted turn goes on; or from ``first``, if it is one of
+    those least drawn (a turn with no saved position)."""
     pos = {lane: start.get(lane, 0) for lane in lanes}
     stop = {lane: min(end.get(lane, 0), len(streams.get(lane, []))) for lane in lanes}
     live = [lane for lane in lanes if pos[lane] < stop[lane]]
     if not live:
         return []
-    fewest = min(pos[lane] for lane in live)
-    turn = lanes.index(next(lane for lane in live if pos[lane] == fewest))
+    fewest = [lane for lane in live if pos[lane] == min(pos[x] for x in live)]
+    turn = lanes.index(first if first in fewest else fewest[0])
     out: list[Draw] = []
     while any(pos[lane] < stop[lane] for lane in lanes):
         lane = lanes[turn]
@@ -76,9 +84,9 @@ class RankSequenceDivergence:
 
     def describe(self) -> str:
         return (
-            f"{_where(self.phase, self.rank)} drew out of the reference's order: its draw "
-            f"{self.position} after the resume point, as (lane, ids): expected {self.expected}, "
-            f"actual {self.actual}"
+            f"{_where(self.phase, self.rank)} drew out of the reference's order: draw "
+            f"{self.position} after the resume point: expected {_draw(self.expected)}, "
+            f"actual {_draw(self.actual)}"
         )
 
     def problem(self) -> Problem:
@@ -112,12 +120,25 @@ class TrainerStepDivergence:
 RankDrawDivergence = RankSequenceDivergence | TrainerStepDivergence
 
 
+@dataclass(frozen=True)
+class TurnMoved:
+    """A rank resumed on new lanes began its turn at another lane than an uninterrupted run
+    on its topology would (Zephon's choice without a saved turn: see the module's note)."""
+
+    phase: int | None
+    rank: int
+    expected_lane: int
+    actual_lane: int
+
+
 @dataclass
 class DrawVerdict(ProblemsVerdict[RankDrawDivergence]):
     """Per rank and launch compared, its first divergent draw and first divergent step."""
 
     problems: list[RankDrawDivergence] = field(default_factory=list)
     ranks_compared: int = 0
+    turns_moved: list[TurnMoved] = field(default_factory=list)
+    """Ranks resumed on new lanes whose turn began elsewhere: facts, not problems."""
 
     def sequences(self) -> list[RankSequenceDivergence]:
         return [p for p in self.problems if isinstance(p, RankSequenceDivergence)]
@@ -163,6 +184,10 @@ def _steps(draws: Sequence[Draw], offset: int, per_step: int) -> dict[int, Count
     for n, (_, ids) in enumerate(draws):
         out.setdefault((offset + n) // per_step, Counter()).update(ids)
     return out
+
+
+def _draw(draw: Draw | None) -> str:
+    return "nothing" if draw is None else f"{draw[1]} from lane {draw[0]}"
 
 
 def _where(phase: int | None, rank: int) -> str:

@@ -6,6 +6,7 @@ from zephon_chaos.oracles.global_batches import PhaseRecords, assemble, compare,
 from zephon_chaos.oracles.rank_draws import (
     RankSequenceDivergence,
     TrainerStepDivergence,
+    TurnMoved,
     reference_draws,
 )
 from zephon_chaos.problem import Area, Kind
@@ -78,8 +79,9 @@ def test_a_swapped_draw_order_passes_the_lane_streams_but_not_the_rank_sequence(
     assert lanes_only.ok, lanes_only.describe()
     verdict = track.verdict(REFERENCE)
     assert verdict is not None and not verdict.ok and verdict.draws is not None
+    # new lanes, so the turn may begin at lane 1; then lane 2 is due, not lane 0
     assert verdict.draws.problems == [
-        RankSequenceDivergence(1, 0, 0, (0, ids(0, 2)), (1, ids(1, 2)))
+        RankSequenceDivergence(1, 0, 1, (2, ids(2, 2)), (0, ids(0, 2)))
     ]
     assert verdict.kind is Kind.RANK_SEQUENCE_DIVERGED
     [problem] = verdict.problems
@@ -89,6 +91,23 @@ def test_a_swapped_draw_order_passes_the_lane_streams_but_not_the_rank_sequence(
         1,
         0,
     )
+
+
+def test_a_turn_begun_at_another_lane_is_a_fact_on_new_lanes_and_a_problem_on_saved_ones() -> None:
+    """Zephon starts a rank with no saved turn at its least advanced lane by source progress."""
+    rotated = reorder(rank(0, [0, 1, 2, 3], range(2, 4)), [2, 3, 0, 1, 6, 7, 4, 5])
+    verdict = resumed_on_one_rank(rotated).verdict(REFERENCE)
+    assert verdict is not None and verdict.ok and verdict.draws is not None
+    assert verdict.draws.turns_moved == [TurnMoved(1, 0, 0, 2)]
+    # the same two ranks resume on the lanes they drew: their saved turn begins at lane 0
+    before = [rank(0, [0, 1], range(2)), rank(1, [2, 3], range(2))]
+    track = Resume().kept_with(PhaseRecords(2, before, 1, phase=0), dict.fromkeys(range(C), 2))
+    after = [reorder(rank(0, [0, 1], range(2, 4)), [1, 0, 3, 2]), rank(1, [2, 3], range(2, 4))]
+    track = track.kept_with(PhaseRecords(2, after, None, phase=1), dict.fromkeys(range(C), 4))
+    verdict = track.verdict(REFERENCE)
+    assert verdict is not None and verdict.draws is not None
+    assert [(d.rank, d.position) for d in verdict.draws.sequences()] == [(0, 0)]
+    assert verdict.draws.turns_moved == []
 
 
 def test_draws_regrouped_across_steps_change_a_trainer_step() -> None:
