@@ -78,6 +78,8 @@ class Kind(StrEnum):
     UNKNOWN_LANES = "unknown-lanes"
     WINDOW = "window"
     DIVERGENT = "divergent"
+    TRAINER_STEP_DIVERGED = "trainer-step-diverged"
+    RANK_SEQUENCE_DIVERGED = "rank-sequence-diverged"
     DP_GROUP_DIVERGED = "dp-group-diverged"
     # checkpoint (also FAILED)
     NONE = "none"
@@ -103,8 +105,11 @@ BATCH_KINDS = (
     Kind.UNKNOWN_LANES,
     Kind.WINDOW,
     Kind.DIVERGENT,
+    Kind.TRAINER_STEP_DIVERGED,
+    Kind.RANK_SEQUENCE_DIVERGED,
 )
-"""The global-batch oracle's kinds, the first present naming a violation of the contract."""
+"""The global-batch oracle's kinds, the first present naming a violation of the contract: a
+trainer step on other samples outranks draws that are only in another order."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from zephon_chaos.problem import Kind
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.plants import PLANTS
 from zephon_chaos.workload.spec import CheckpointAt
@@ -27,6 +28,14 @@ CAUGHT = {
         CheckpointAt(1, 1),
         ["VIOLATION of mid-window contract", "window 1 holds other samples", "missing samples (1)"],
     ),
+    "swap_draw_order": (
+        CheckpointAt(2),
+        ["phase 1: rank 0 drew out of the reference's order: draw 2", "from lane 1, actual"],
+    ),
+    "draw_lane_by_lane": (
+        CheckpointAt(2),
+        ["phase 1: rank 0 drew out of the reference's order: draw 1", "rank 0 trained step 2"],
+    ),
 }
 
 
@@ -48,3 +57,33 @@ def test_a_planted_defect_is_caught_with_its_evidence(resume_check, plant: str) 
     for fragment in evidence:
         assert fragment in text, f"{fragment!r} missing from:\n{text}"
     assert "expected [" in text and "actual" in text
+
+
+@pytest.mark.parametrize(
+    ("plant", "kinds"),
+    [
+        ("swap_draw_order", {Kind.RANK_SEQUENCE_DIVERGED}),
+        ("draw_lane_by_lane", {Kind.RANK_SEQUENCE_DIVERGED, Kind.TRAINER_STEP_DIVERGED}),
+    ],
+)
+def test_a_reordered_draw_is_caught_where_every_lane_stream_holds(
+    resume_check, plant: str, kinds: set[Kind]
+) -> None:
+    """Same lanes, mid-window: rank 0 goes on with its turn at lane 1, then draws out of it.
+    Every lane's stream is the reference's; only what rank 0's trainer consumed is not."""
+    scenario = Scenario(
+        phases=(Phase(2, 2, (CheckpointAt(1, 1),)), Phase(2, 2)),
+        plant=plant,
+        name=f"plant-{plant}-same-lanes",
+    )
+    outcome = resume_check(scenario)
+    verdict = outcome.verdict
+    assert verdict is not None and verdict.draws is not None
+    assert not verdict.ok and verdict.streams_ok, verdict.describe()
+    assert verdict.first_divergence is None and not verdict.missing and not verdict.duplicated
+    assert {p.kind for p in verdict.problems} == kinds
+    assert {(p.phase, p.rank) for p in verdict.problems} == {(1, 0)}
+    [seq] = verdict.draws.sequences()
+    assert seq.position == 0
+    assert seq.expected is not None and seq.actual is not None
+    assert seq.expected[0] != seq.actual[0]  # another lane, that lane's own next batch

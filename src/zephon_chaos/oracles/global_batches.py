@@ -10,18 +10,29 @@ multiset of samples equal.
 Under a DP x TP layout every rank of a DP group reads the group's lanes, so each lane's stream
 is read from one rank per group (``dp_groups.representatives``), never ``tp`` times; that the
 other ranks of the group read the same is ``dp_groups``' check.
+
+Lane streams say nothing of the order in which a rank draws from its lanes, which is what its
+trainer consumes: where the comparison is exact, each launch's draws are also compared, rank
+by rank, with the reference's on that launch's topology (``rank_draws``, :func:`draws`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from zephon_chaos.oracles.dp_groups import representatives
+from zephon_chaos.oracles.rank_draws import (
+    Draw,
+    DrawVerdict,
+    LaneStreams,
+    TurnMoved,
+    judge_rank,
+    reference_draws,
+)
 from zephon_chaos.problem import BATCH_KINDS, Area, Kind, Problem
-from zephon_chaos.workload.records import RankRecord, SampleId
-
-LaneStreams = dict[int, list[list[SampleId]]]
+from zephon_chaos.workload.records import Batch, RankRecord, SampleId
 
 
 @dataclass
@@ -32,6 +43,25 @@ class PhaseRecords:
     """Keep batches taken before this many checkpoints (None: keep all; the last phase)."""
     tp: int = 1
     """Ranks per DP group: the streams are read from each group's first rank."""
+    phase: int | None = None
+    """The scenario's launch these records come from, to say where a rank diverged."""
+    start: Mapping[int, int] | None = None
+    """Per lane, the batches delivered before this launch (None: its draws are not judged)."""
+    end: Mapping[int, int] | None = None
+    """Per lane, the batches delivered up to the end of what is kept of this launch."""
+    exact: bool = True
+    """Zephon promises this launch continues the reference exactly (its resume, if any, was
+    on a window boundary or kept the DP groups), so its ranks' draws are judged."""
+
+    def kept(self, rec: RankRecord) -> list[Batch]:
+        """The batches of ``rec`` this launch keeps (those before the next restore's point)."""
+        return kept_batches(rec, self.keep_before_checkpoint)
+
+
+def kept_batches(rec: RankRecord, keep_before_checkpoint: int | None) -> list[Batch]:
+    """``rec``'s batches taken before ``keep_before_checkpoint`` checkpoints (None: all)."""
+    cut = keep_before_checkpoint
+    return [b for b in rec.batches if cut is None or b.checkpoints_before < cut]
 
 
 @dataclass
@@ -57,6 +87,20 @@ class Verdict:
     missing: list[SampleId] = field(default_factory=list)
     duplicated: list[SampleId] = field(default_factory=list)
     steps_compared: int = 0
+    draws: DrawVerdict | None = None
+    """Each rank's draws and trainer steps against the reference's (:func:`draws`)."""
+
+    @property
+    def streams_ok(self) -> bool:
+        """The lane streams alone hold: what is wrong, if anything, is only in ranks' draws."""
+        drawn = set() if self.draws is None else set(self.draws.found())
+        return all(p in drawn for p in self.problems)
+
+    def add_draws(self, draws: DrawVerdict) -> None:
+        """Judge the ranks' draws too: their divergences become problems of the verdict."""
+        self.draws = draws
+        self.problems += draws.found()
+        self.ok = self.ok and draws.ok
 
     @property
     def kind(self) -> Kind:
@@ -88,12 +132,7 @@ def lane_streams(
     """Per lane, the batches in the order their rank (one of each DP group) consumed them."""
     streams: LaneStreams = {}
     for rec in representatives(ranks, tp):
-        for b in rec.batches:
-            if (
-                keep_before_checkpoint is not None
-                and b.checkpoints_before >= keep_before_checkpoint
-            ):
-                continue
+        for b in kept_batches(rec, keep_before_checkpoint):
             streams.setdefault(b.lane, []).append(list(b.ids))
     return streams
 
@@ -194,3 +233,34 @@ def compare(
         duplicated=duplicated,
         steps_compared=steps,
     )
+
+
+def draws(reference: LaneStreams, phases: list[PhaseRecords], *, clip: bool = True) -> DrawVerdict:
+    """Each judged launch's draws, one rank per DP group (``dp_groups`` holds its peers to
+    it), against the reference's on the launch's topology from the launch's resume point.
+    A rank on lanes no rank of the launch before drew together has no saved turn: where it
+    starts is Zephon's to choose (``rank_draws``'s note). ``clip``: no lane goes past the
+    reference's end (a run that ran dry)."""
+    verdict = DrawVerdict()
+    saved: set[tuple[int, ...]] | None = None  # lane lists with a saved turn (None: fresh)
+    for ph in phases:
+        groups = representatives(ph.ranks, ph.tp)
+        turns, saved = saved, {tuple(rec.lanes) for rec in groups}
+        if not ph.exact or ph.start is None or ph.end is None:
+            continue
+        end = ph.end
+        if clip:
+            end = {lane: min(n, len(reference.get(lane, []))) for lane, n in end.items()}
+        for rec in groups:
+            drawn: list[Draw] = [(b.lane, list(b.ids)) for b in ph.kept(rec)]
+            expected = reference_draws(reference, rec.lanes, ph.start, end)
+            if turns is not None and tuple(rec.lanes) not in turns and drawn and expected:
+                moved = reference_draws(reference, rec.lanes, ph.start, end, drawn[0][0])
+                if moved[0][0] != expected[0][0]:
+                    turn = TurnMoved(ph.phase, rec.rank, expected[0][0], moved[0][0])
+                    verdict.turns_moved.append(turn)
+                    expected = moved
+            offset = sum(ph.start.get(lane, 0) for lane in rec.lanes)
+            verdict.problems += judge_rank(ph.phase, rec.rank, rec.lanes, drawn, expected, offset)
+            verdict.ranks_compared += 1
+    return verdict

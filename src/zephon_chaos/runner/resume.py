@@ -15,6 +15,7 @@ from zephon_chaos.oracles.global_batches import (
     Verdict,
     assemble,
     compare,
+    draws,
     lane_streams,
 )
 from zephon_chaos.problem import Area, Kind, Problem
@@ -60,13 +61,16 @@ class Resume:
         return self, fact
 
     def kept_with(self, records: PhaseRecords, delivered: Mapping[int, int]) -> Resume:
-        """``records`` kept, and each lane's count of delivered batches moved to ``delivered``."""
-        return replace(self, kept=(*self.kept, records), expected={**self.expected, **delivered})
+        """``records`` kept, and each lane's count of delivered batches moved to ``delivered``;
+        the records learn where they start and end, and whether their draws are judged."""
+        expected = {**self.expected, **delivered}
+        judged = replace(records, start=dict(self.expected), end=expected, exact=self.exact)
+        return replace(self, kept=(*self.kept, judged), expected=expected)
 
     def keep(self, run: PhaseRun, index: int) -> Resume:
         """``run`` kept up to its checkpoint ``index``, which the next launch restores."""
         facts = next(f for f in run.checkpoints.facts if f.index == index)
-        kept = PhaseRecords(run.phase.world_size, run.records, index + 1, run.phase.tp)
+        kept = PhaseRecords(run.phase.world_size, run.records, index + 1, run.phase.tp, run.index)
         return replace(
             self.kept_with(kept, facts.lane_counts),
             restore_from=str(run.spec.checkpoint_path(index)),
@@ -77,7 +81,7 @@ class Resume:
 
     def keep_all(self, run: PhaseRun, lanes: range, reference: list[RankRecord]) -> Resume:
         """The last phase: everything; each lane ``steps`` more, or all of it if both ran dry."""
-        kept = PhaseRecords(run.phase.world_size, run.records, None, run.phase.tp)
+        kept = PhaseRecords(run.phase.world_size, run.records, None, run.phase.tp, run.index)
         dry = all(r.exhausted_after is not None for r in run.records + reference)
         ref_lengths = {lane: len(b) for lane, b in lane_streams(reference).items()}
         delivered = {
@@ -87,7 +91,8 @@ class Resume:
         return self.kept_with(kept, delivered)
 
     def verdict(self, reference: list[RankRecord], *, clip: bool = True) -> Verdict | None:
-        """The kept batches against the uninterrupted ``reference`` (None: nothing kept).
+        """The kept batches against the uninterrupted ``reference`` (None: nothing kept): each
+        lane's stream, and each rank's draws where Zephon promises the reference's exactly.
         ``clip``: expect no lane past the reference's end (a run that ran dry)."""
         if not self.kept:
             return None
@@ -96,7 +101,9 @@ class Resume:
             lane: min(n, len(ref_streams.get(lane, []))) if clip else n
             for lane, n in self.expected.items()
         }
-        return compare(ref_streams, assemble(list(self.kept)), expected, exact=self.exact)
+        verdict = compare(ref_streams, assemble(list(self.kept)), expected, exact=self.exact)
+        verdict.add_draws(draws(ref_streams, list(self.kept), clip=clip))
+        return verdict
 
 
 def restarted_attempt(

@@ -27,6 +27,7 @@ from zephon_chaos.workload.records import (
     BEGAN_RECORD,
     CHILD_FAULT_RECORD,
     WORKERS_RECORD,
+    Batch,
     RecordWriter,
 )
 from zephon_chaos.workload.spec import ALL_WORKERS, ChildFault, PipelineSpec, WorkloadSpec
@@ -230,19 +231,13 @@ def run_rank(
                 _to_device(batch, device, out)
             lane = int(batch.lane_ids[0])
             lane_counts[lane] = lane_counts.get(lane, 0) + 1
-            planted = plant.apply(lane, batch_ids(batch, spec.data.stages))
-            if planted is not None:
-                out.write(
-                    "batch",
-                    i=n,
-                    lane=planted[0],
-                    ids=planted[1],
-                    ckpts=taken,
-                    fetch_at=fetched[0],
-                    fetch_s=fetched[1],
-                )
+            drawn = Batch(n, lane, batch_ids(batch, spec.data.stages), taken, *fetched)
+            for planted in plant.apply(drawn):
+                _write_batch(out, planted)
             if (n + 1) % per_step == 0:
                 out.flush()
+        for held in plant.release():
+            _write_batch(out, held)
         if child_faults:
             from zephon_chaos.workload.children import pipeline_workers
 
@@ -266,6 +261,19 @@ def run_rank(
         with contextlib.suppress(Exception):
             it.close()  # type: ignore[attr-defined]
     return 0
+
+
+def _write_batch(out: RecordWriter, b: Batch) -> None:
+    """One batch's record, in the form ``records.read_rank`` reads back."""
+    out.write(
+        "batch",
+        i=b.index,
+        lane=b.lane,
+        ids=b.ids,
+        ckpts=b.checkpoints_before,
+        fetch_at=b.fetch_at,
+        fetch_s=b.fetch_s,
+    )
 
 
 def _kill_children(fault: ChildFault, out: RecordWriter) -> None:
