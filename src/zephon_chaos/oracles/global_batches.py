@@ -32,6 +32,8 @@ class PhaseRecords:
     """Keep batches taken before this many checkpoints (None: keep all; the last phase)."""
     tp: int = 1
     """Ranks per DP group: the streams are read from each group's first rank."""
+    launch: int | None = None
+    """The scenario's launch these records are of (None: not said), for the reports."""
 
 
 @dataclass
@@ -57,6 +59,10 @@ class Verdict:
     missing: list[SampleId] = field(default_factory=list)
     duplicated: list[SampleId] = field(default_factory=list)
     steps_compared: int = 0
+    lost_by_lane: dict[int, int] = field(default_factory=dict)
+    """Per lane, how many of the samples the reference delivered there were never delivered."""
+    repeated_by_lane: dict[int, int] = field(default_factory=dict)
+    """Per lane, how many deliveries there were more than the reference's (a sample again)."""
 
     @property
     def kind(self) -> Kind:
@@ -175,6 +181,7 @@ def compare(
             dups = sorted(s for s, n in seen.items() if n > exp_all.get(s, 0))
             if dups:
                 found(Kind.DUPLICATED, f"lane {lane} repeats samples {dups[:5]}")
+    lost_by_lane, repeated_by_lane = by_lane(want, actual, missing, duplicated)
     if first is not None and exact:
         text = f"first divergence at global step {first.step}, lane {first.lane}"
         problems.insert(0, Problem(area, Kind.DIVERGENT, text))
@@ -191,4 +198,28 @@ def compare(
         missing=missing,
         duplicated=duplicated,
         steps_compared=steps,
+        lost_by_lane=lost_by_lane,
+        repeated_by_lane=repeated_by_lane,
     )
+
+
+def by_lane(
+    want: LaneStreams, actual: LaneStreams, missing: list[SampleId], duplicated: list[SampleId]
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Per lane, its samples short of the reference's that no lane delivered (lost), and its
+    samples over the reference's that were delivered too often (repeated); lanes with none
+    left out. A sample moved to another lane (mid-window) counts in neither."""
+    never = Counter(missing)
+    again = set(duplicated)
+    lost: dict[int, int] = {}
+    repeated: dict[int, int] = {}
+    for lane in sorted(set(want) | set(actual)):
+        wanted = Counter(s for b in want.get(lane, []) for s in b)
+        got = Counter(s for b in actual.get(lane, []) for s in b)
+        n_lost = sum(((wanted - got) & never).values())
+        n_again = sum(n for s, n in (got - wanted).items() if s in again)
+        if n_lost:
+            lost[lane] = n_lost
+        if n_again:
+            repeated[lane] = n_again
+    return lost, repeated

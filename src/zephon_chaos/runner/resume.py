@@ -66,7 +66,7 @@ class Resume:
     def keep(self, run: PhaseRun, index: int) -> Resume:
         """``run`` kept up to its checkpoint ``index``, which the next launch restores."""
         facts = next(f for f in run.checkpoints.facts if f.index == index)
-        kept = PhaseRecords(run.phase.world_size, run.records, index + 1, run.phase.tp)
+        kept = PhaseRecords(run.phase.world_size, run.records, index + 1, run.phase.tp, run.index)
         return replace(
             self.kept_with(kept, facts.lane_counts),
             restore_from=str(run.spec.checkpoint_path(index)),
@@ -77,7 +77,7 @@ class Resume:
 
     def keep_all(self, run: PhaseRun, lanes: range, reference: list[RankRecord]) -> Resume:
         """The last phase: everything; each lane ``steps`` more, or all of it if both ran dry."""
-        kept = PhaseRecords(run.phase.world_size, run.records, None, run.phase.tp)
+        kept = PhaseRecords(run.phase.world_size, run.records, None, run.phase.tp, run.index)
         dry = all(r.exhausted_after is not None for r in run.records + reference)
         ref_lengths = {lane: len(b) for lane, b in lane_streams(reference).items()}
         delivered = {

@@ -61,3 +61,17 @@ def test_expected_lengths_bound_the_comparison() -> None:
     short = {lane: batches[:2] for lane, batches in REF.items()}
     assert compare(REF, short, {lane: 2 for lane in REF}, exact=True).ok
     assert not compare(REF, short, FULL, exact=True).ok
+
+
+@pytest.mark.parametrize(
+    ("how", "lost", "repeated"),
+    [
+        ("skip", {1: 1}, {}),
+        ("duplicate", {}, {2: 1}),
+        ("drop_lane", {2: 8}, {}),
+        ("permute_window", {}, {}),  # samples moved between lanes: neither lost nor repeated
+    ],
+)
+def test_the_verdict_counts_lost_and_repeated_samples_per_lane(how, lost, repeated) -> None:
+    verdict = compare(REF, mutate(how), FULL, exact=True)
+    assert (verdict.lost_by_lane, verdict.repeated_by_lane) == (lost, repeated)
