@@ -106,10 +106,15 @@ class Exit:
     kind: ExitKind
     at_s: float | None
     """When, where the records say (None: at the launch's end)."""
-    error_type: str | None = None
+    error: str | None = None
+    """What it raised, as its exit status or its records say (``Type: message``)."""
     signal: str | None = None
     scheduled: bool = False
     """A scheduled fault of the rank's own ended it."""
+
+    @property
+    def error_type(self) -> str | None:
+        return error_type(self.error)
 
 
 @dataclass(frozen=True)
@@ -217,7 +222,8 @@ def _not_run(scenario: Scenario, i: int) -> Launch:
 def _times(rec: RankRecord, events: Iterable[Mapping[str, Any]]) -> list[float]:
     out = [float(e["at"]) for e in rec.events if isinstance(e.get("at"), (int, float))]
     out += [float(e["began_at"]) for e in rec.events if "began_at" in e]
-    out += [b.fetch_at for b in rec.batches if b.fetch_at is not None]
+    out += [b.fetch_at + (b.fetch_s or 0.0) for b in rec.batches if b.fetch_at is not None]
+    out += [sum(rec.exhausted_fetch)] if rec.exhausted_fetch is not None else []
     out += [c.started_at for c in rec.checkpoints if c.started_at is not None]
     out += [c.ended_at for c in rec.checkpoints if c.ended_at is not None]
     out += [rec.restore_at] if rec.restore_at is not None else []
@@ -415,8 +421,8 @@ def _exit(
         return Exit(ExitKind.STOPPED, at)
     if code < 0:
         return Exit(ExitKind.SIGNAL, at, signal=signal_name(-code), scheduled=scheduled)
-    kind = result.error_type or error_type(error.get("error") if error else None)
-    return Exit(ExitKind.ERROR, at, error_type=kind, scheduled=scheduled)
+    said = result.error or (str(error["error"]) if error and error.get("error") else None)
+    return Exit(ExitKind.ERROR, at, error=said, scheduled=scheduled)
 
 
 def _restored(outcome: ScenarioOutcome, run: PhaseRun) -> tuple[int, int] | None:

@@ -124,7 +124,7 @@ def _launch(ax: Axes, launch: Launch, model: Happened, causes: dict[str, int]) -
         flagged = {p.checkpoint: p.kind for p in here if p.rank in (None, lane.rank)}
         _rank(ax, launch, y, lane, causes, flagged, right)
     ax.set_yticks(range(len(launch.ranks)))
-    ax.set_yticklabels([f"r{r.rank} {list(r.lanes)}"[:22] for r in launch.ranks], fontsize=7)
+    ax.set_yticklabels([_rank_label(r) for r in launch.ranks], fontsize=7)
     for tick, lane in zip(ax.get_yticklabels(), launch.ranks, strict=True):
         lost = b is not None and lane.kept and b.lanes & set(lane.lanes)
         if lost or any(p.rank == lane.rank for p in here) or lane.rank == launch.first_failure:
@@ -142,6 +142,11 @@ def _launch(ax: Axes, launch: Launch, model: Happened, causes: dict[str, int]) -
     ax.tick_params(axis="x", labelsize=7)
     color = INK if launch.ok or launch.refused or not launch.ran else BAD
     ax.set_title(_launch_title(launch), fontsize=8, loc="left", color=color)
+
+
+def _rank_label(lane: RankLane) -> str:
+    lanes = list(lane.lanes) if len(lane.lanes) <= 4 else f"{len(lane.lanes)} lanes"
+    return f"r{lane.rank} {lanes}" if lane.lanes else f"r{lane.rank}"
 
 
 def _rank(
@@ -188,63 +193,76 @@ def _rank(
                 size=6.5,
                 color=FAULT,
             )
-    for attempt in lane.attempts:
-        _attempt(ax, where, y, attempt, causes, flagged.get(attempt.index), right)
+    for index in dict.fromkeys(a.index for a in lane.attempts):
+        attempts = [a for a in lane.attempts if a.index == index]
+        _checkpoint(ax, where, y, attempts, causes, flagged.get(index), right)
     for fault in lane.faults:
         _fault(ax, where, y, fault)
-    _exit(ax, where, y, lane, end)
+    _exit(ax, where, y, lane, end, causes)
 
 
-def _attempt(
+def _checkpoint(
     ax: Axes,
     where: str,
     y: int,
-    a: Attempt,
+    attempts: list[Attempt],
     causes: dict[str, int],
     problem: str | None,
     right: float,
 ) -> None:
-    """The attempt's bar; a failed, slow or flagged one (``problem``: the kind an oracle found
-    of its checkpoint) with a label, and a failed or slow one with its bounds."""
-    gid = f"attempt:{where}:c{a.index}.{a.attempt}:{a.outcome.name.lower()}"
-    marked = a.over_liveness or problem is not None
-    ax.barh(
-        y,
-        max(a.seconds, right * 0.006),
-        left=a.start_s,
-        height=0.36,
-        color=OUTCOME_COLORS[a.outcome],
-        edgecolor=BAD if marked else "black",
-        linewidth=1.8 if marked else 0.4,
-        zorder=3,
-        gid=gid,
-    )
-    timed = a.outcome is not Outcome.COMPLETED or _slow(a)
-    if timed:
-        _bound(ax, y + 0.27, a.start_s, a.bound_s, "--", f"T={a.bound_s:g}s", f"bound:{gid}")
-    if _past_t(a):
-        assert a.liveness_bound_s is not None
-        text = f"liveness {a.liveness_bound_s:g}s"
-        _bound(ax, y + 0.38, a.start_s, a.liveness_bound_s, ":", text, f"liveness:{gid}")
-    if not (timed or marked):
+    """One checkpoint's calls on one rank: a bar each (outlined where an oracle flagged the
+    checkpoint: ``problem`` is the kind it found, or the liveness verdict the call), a failed
+    or slow one with its bounds, and one label for them all when any failed, was slow or was
+    flagged."""
+    for a in attempts:
+        marked = a.over_liveness or problem is not None
+        ax.barh(
+            y,
+            max(a.seconds, right * 0.006),
+            left=a.start_s,
+            height=0.36,
+            color=OUTCOME_COLORS[a.outcome],
+            edgecolor=BAD if marked else "black",
+            linewidth=1.8 if marked else 0.4,
+            zorder=3,
+            gid=f"attempt:{where}:c{a.index}.{a.attempt}:{a.outcome.name.lower()}",
+        )
+        if a.outcome is not Outcome.COMPLETED or _slow(a):
+            gid = f"bound:{where}:c{a.index}.{a.attempt}"
+            _bound(ax, y + 0.27, a.start_s, a.bound_s, "--", f"T={a.bound_s:g}s", gid)
+        if _past_t(a):
+            assert a.liveness_bound_s is not None
+            text, gid = (
+                f"liveness {a.liveness_bound_s:g}s",
+                f"liveness:{where}:c{a.index}.{a.attempt}",
+            )
+            _bound(ax, y + 0.38, a.start_s, a.liveness_bound_s, ":", text, gid)
+    told = [a for a in attempts if a.outcome is not Outcome.COMPLETED or _slow(a)]
+    if not told and problem is None:
         return
-    what = {
-        Outcome.COMPLETED: "completed",
-        Outcome.FAILED: f"{a.cause_type or 'failed'} [{causes.get(a.cause or '', '?')}]",
-        Outcome.DISCARDED: "discarded (failed elsewhere)",
-        Outcome.SKIPPED: "skipped",
-    }[a.outcome]
-    text = f"ckpt {a.index}" + (f" try {a.attempt}" if a.attempt > 1 else "")
-    text += f": {what} {a.seconds:.2f}s" + (" > liveness bound" if a.over_liveness else "")
-    text += f" ({problem})" if problem is not None and a.outcome is Outcome.COMPLETED else ""
-    color = INK if a.outcome is Outcome.COMPLETED and problem is None else BAD
+    parts, said = [], None
+    for a in attempts:
+        kind = a.cause_type or "failed"
+        cause = f"[{causes[a.cause]}] " if a.cause in causes else ""
+        what = {
+            Outcome.COMPLETED: "completed ",
+            Outcome.FAILED: ("" if kind == said else f"{kind} ") + cause,
+            Outcome.DISCARDED: "discarded (failed elsewhere) ",
+            Outcome.SKIPPED: f"skipped {cause}",
+        }[a.outcome]
+        said = kind if a.outcome is Outcome.FAILED else said
+        try_ = f"try {a.attempt}: " if a.attempt > 1 else ""
+        over = " > liveness bound" if a.over_liveness else ""
+        parts.append(f"{try_}{what}{a.seconds:.2f}s{over}")
+    text = f"ckpt {attempts[0].index}: " + ", ".join(parts)
+    text += f" ({problem})" if problem is not None and not told else ""
     ax.annotate(
         text,
-        (a.start_s, y),
+        (attempts[0].start_s, y),
         xytext=(0, 7),
         textcoords="offset points",
         size=6.5,
-        color=color,
+        color=BAD if told or problem is not None else INK,
         zorder=5,
     )
 
@@ -285,7 +303,7 @@ def _fault(ax: Axes, where: str, y: int, f: Fault) -> None:
     ax.annotate(
         _fault_text(f),
         (f.at_s, y),
-        xytext=(5, -16),
+        xytext=(4, 15),
         textcoords="offset points",
         size=6.5,
         color=FAULT,
@@ -302,7 +320,7 @@ def _fault_text(f: Fault) -> str:
     return what + (f" @ step {f.step}" if f.step is not None else "")
 
 
-def _exit(ax: Axes, where: str, y: int, lane: RankLane, at: float) -> None:
+def _exit(ax: Axes, where: str, y: int, lane: RankLane, at: float, causes: dict[str, int]) -> None:
     e = lane.exit
     marker, color = EXIT_STYLE[e.kind]
     ax.plot(
@@ -318,7 +336,8 @@ def _exit(ax: Axes, where: str, y: int, lane: RankLane, at: float) -> None:
     )
     what = {
         ExitKind.CLEAN: "",
-        ExitKind.ERROR: e.error_type or "error",
+        ExitKind.ERROR: (e.error_type or "error")
+        + (f" [{causes[e.error]}]" if e.error in causes else ""),
         ExitKind.SIGNAL: f"{e.signal}" + (" (scheduled)" if e.scheduled else ""),
         ExitKind.STOPPED: "stopped",
         ExitKind.DEADLINE: "hung: deadline",
@@ -372,7 +391,8 @@ def _divergence(ax: Axes, launch: Launch, b: BatchViolation, right: float) -> No
 
 
 def _right_edge(launch: Launch) -> float:
-    """The axis' end: the launch's end, every drawn bound, room for the labels."""
+    """The axis' end: the launch's end and every drawn bound, with about two inches to their
+    right for the labels there (an exit's, a bound's)."""
     ends = [launch.end_s]
     for lane in launch.ranks:
         for a in lane.attempts:
@@ -381,7 +401,7 @@ def _right_edge(launch: Launch) -> float:
                 ends.append(a.start_s + a.bound_s)
             if _past_t(a):
                 ends.append(a.start_s + (a.liveness_bound_s or 0.0))
-    return max(max(ends) * 1.2, 0.05)
+    return max(max(ends) * 1.28, 0.05)
 
 
 def _launch_title(launch: Launch) -> str:
@@ -422,11 +442,14 @@ def _planned_text(fault: object) -> str:
 
 
 def _causes(launches: tuple[Launch, ...]) -> dict[str, int]:
-    """Each distinct recorded cause of a failed attempt, numbered in order of appearance."""
+    """Each distinct error a failed or skipped call, or a rank's exit, recorded, numbered in
+    order of appearance: the footer says them in full."""
     out: dict[str, int] = {}
-    for a in (a for ln in launches for r in ln.ranks for a in r.attempts):
-        if a.cause and a.outcome is Outcome.FAILED and a.cause not in out:
-            out[a.cause] = len(out) + 1
+    for lane in (lane for launch in launches for lane in launch.ranks):
+        told = [a.cause for a in lane.attempts if a.outcome in (Outcome.FAILED, Outcome.SKIPPED)]
+        for cause in (*told, lane.exit.error if lane.exit.kind is ExitKind.ERROR else None):
+            if cause and cause not in out:
+                out[cause] = len(out) + 1
     return out
 
 

@@ -22,16 +22,18 @@ CASES: dict[str, tuple[Callable[[Path], ScenarioOutcome], set[str], set[str]]] =
         {
             "attempt:L0:r0:c0.1:completed",
             "attempt:L0:r0:c1.1:failed",
-            "bound:attempt:L0:r0:c1.1:failed",
-            "liveness:attempt:L0:r1:c1.1:failed",
+            "bound:L0:r0:c1.1",
+            "liveness:L0:r1:c1.1",
             "exit:L0:r0:error",
         },
         {
             "ckpt 1: RuntimeError [1] 5.20s",
             "ckpt 1: RuntimeError [1] 20.00s > liveness bound",
             "T=5s",
+            "RuntimeError [2], 0 batches",
             "liveness 18s",
             f"[1] {synthetic.TIMED_OUT}",
+            "[2] RuntimeError: checkpoint 1 failed",
             "problem liveness.unbounded-wait L0 ckpt 1 r1",
         },
     ),
@@ -44,7 +46,10 @@ CASES: dict[str, tuple[Callable[[Path], ScenarioOutcome], set[str], set[str]]] =
     "retried": (
         synthetic.retried,
         {"attempt:L0:r0:c0.1:discarded", "attempt:L0:r0:c0.2:completed"},
-        {"ckpt 0: discarded (failed elsewhere) 0.50s", "ckpt 0: skipped 0.50s"},
+        {
+            "ckpt 0: discarded (failed elsewhere) 0.50s, try 2: completed 0.50s",
+            "ckpt 0: skipped [1] 0.50s",
+        },
     ),
     "batch-violation": (
         synthetic.batch_violation,
