@@ -24,10 +24,15 @@ from zephon_chaos.oracles.liveness_model import Step
 from zephon_chaos.problem import Problem
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
 from zephon_chaos.scenario import Scenario
-from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RankRecord
+from zephon_chaos.workload.records import BEGAN_RECORD, CHILD_FAULT_RECORD, RankRecord
 
 MAX_RANKS = 16
 """Ranks drawn per launch; the launch's title counts the others."""
+TIMED_RECORDS = frozenset(
+    {BEGAN_RECORD, "error", "fault", CHILD_FAULT_RECORD, "lag", "checkpoint_attempt"}
+)
+"""The rank records (besides batches, checkpoints, restore) that hold monotonic times."""
+TIME_FIELDS = ("at", "began_at", "started_at", "ended_at")
 EventsOf = Callable[[PhaseRun, int], list[dict[str, Any]]]
 """A launch's and rank's store-interposer events (``faults.interposer.read_events``)."""
 
@@ -220,8 +225,9 @@ def _not_run(scenario: Scenario, i: int) -> Launch:
 
 
 def _times(rec: RankRecord, events: Iterable[Mapping[str, Any]]) -> list[float]:
-    out = [float(e["at"]) for e in rec.events if isinstance(e.get("at"), (int, float))]
-    out += [float(e["began_at"]) for e in rec.events if "began_at" in e]
+    """Every monotonic time a rank's records (and its interposer's events) hold."""
+    timed = [e for e in rec.events if e.get("kind") in TIMED_RECORDS]
+    out = [float(e[key]) for e in timed for key in TIME_FIELDS if key in e]
     out += [b.fetch_at + (b.fetch_s or 0.0) for b in rec.batches if b.fetch_at is not None]
     out += [sum(rec.exhausted_fetch)] if rec.exhausted_fetch is not None else []
     out += [c.started_at for c in rec.checkpoints if c.started_at is not None]
