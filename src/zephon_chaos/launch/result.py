@@ -33,9 +33,7 @@ class RankOutcome:
     def error_type(self) -> str | None:
         """The exception type of ``error``, which torchelastic's error file (and the in-process
         tier) write as ``Type: message``; None if it names none."""
-        head, sep, _ = (self.error or "").partition(": ")
-        name = head.rsplit(".", 1)[-1]
-        return name if sep and name.isidentifier() else None
+        return error_type(self.error)
 
     @property
     def unexplained_sigkill(self) -> bool:
@@ -182,6 +180,14 @@ class GroupFailed(Violation, AssertionError):
     def __init__(self, result: GroupResult) -> None:
         super().__init__(result.report())
         self.result = result
+
+
+def error_type(error: str | None) -> str | None:
+    """The exception type an error written as ``Type: message`` names (the workload's records
+    and torchelastic's error files write them so); None if it names none."""
+    head, sep, _ = (error or "").partition(": ")
+    name = head.rsplit(".", 1)[-1]
+    return name if sep and name.isidentifier() else None
 
 
 def _pid_of_label(label: str) -> int | None:

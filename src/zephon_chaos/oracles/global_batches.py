@@ -101,6 +101,10 @@ class Verdict:
         self.draws = draws
         self.problems += draws.found()
         self.ok = self.ok and draws.ok
+    lost_by_lane: dict[int, int] = field(default_factory=dict)
+    """Per lane, how many of the samples the reference delivered there were never delivered."""
+    repeated_by_lane: dict[int, int] = field(default_factory=dict)
+    """Per lane, how many deliveries there were more than the reference's (a sample again)."""
 
     @property
     def kind(self) -> Kind:
@@ -216,6 +220,7 @@ def compare(
             dups = sorted(s for s, n in seen.items() if n > exp_all.get(s, 0))
             if dups:
                 found(Kind.DUPLICATED, f"lane {lane} repeats samples {dups[:5]}")
+    lost_by_lane, repeated_by_lane = by_lane(want, actual, missing, duplicated)
     if first is not None and exact:
         text = f"first divergence at global step {first.step}, lane {first.lane}"
         problems.insert(0, Problem(area, Kind.DIVERGENT, text))
@@ -232,6 +237,8 @@ def compare(
         missing=missing,
         duplicated=duplicated,
         steps_compared=steps,
+        lost_by_lane=lost_by_lane,
+        repeated_by_lane=repeated_by_lane,
     )
 
 
@@ -264,3 +271,23 @@ def draws(reference: LaneStreams, phases: list[PhaseRecords], *, clip: bool = Tr
             verdict.problems += judge_rank(ph.phase, rec.rank, rec.lanes, drawn, expected, offset)
             verdict.ranks_compared += 1
     return verdict
+def by_lane(
+    want: LaneStreams, actual: LaneStreams, missing: list[SampleId], duplicated: list[SampleId]
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Per lane, its samples short of the reference's that no lane delivered (lost), and its
+    samples over the reference's that were delivered too often (repeated); lanes with none
+    left out. A sample moved to another lane (mid-window) counts in neither."""
+    never = Counter(missing)
+    again = set(duplicated)
+    lost: dict[int, int] = {}
+    repeated: dict[int, int] = {}
+    for lane in sorted(set(want) | set(actual)):
+        wanted = Counter(s for b in want.get(lane, []) for s in b)
+        got = Counter(s for b in actual.get(lane, []) for s in b)
+        n_lost = sum(((wanted - got) & never).values())
+        n_again = sum(n for s, n in (got - wanted).items() if s in again)
+        if n_lost:
+            lost[lane] = n_lost
+        if n_again:
+            repeated[lane] = n_again
+    return lost, repeated

@@ -13,9 +13,7 @@ from zephon_chaos.launch.leftover_round import LeftoverRound
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
-from zephon_chaos.oracles.global_batches import (
-    Verdict,
-)
+from zephon_chaos.oracles.global_batches import PhaseRecords, Verdict
 from zephon_chaos.problem import Problem
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.records import RankRecord
@@ -91,6 +89,9 @@ class ScenarioOutcome:
     reference: PhaseRun | None
     phases: list[PhaseRun] = field(default_factory=list)
     verdict: Verdict | None = None
+    kept: tuple[PhaseRecords, ...] = ()
+    """What the verdict compared: each kept launch's records, up to the checkpoint the next
+    restored (its global steps, in order), with the launch they are of."""
     problems: list[Problem] = field(default_factory=list)
     scenario_file: Path | None = None
     resumes: list[ResumeFact] = field(default_factory=list)

@@ -266,6 +266,7 @@ class ScenarioRunner:
             if proxy_faults is not None:
                 proxy_faults.close()
         outcome.verdict = track.verdict(reference)
+        outcome.kept = track.kept
         return outcome
 
     def _reference(

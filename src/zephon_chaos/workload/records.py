@@ -72,6 +72,8 @@ class CheckpointEvent:
     """Monotonic time the checkpoint began (its first pipe.checkpoint() call)."""
     ended_at: float | None = None
     """Monotonic time its last pipe.checkpoint() call returned or raised."""
+    skipped: bool = False
+    """Failed, and trained past under the ``skip`` retry policy."""
 
 
 @dataclass
@@ -147,6 +149,7 @@ def read_rank(out_dir: Path | str, rank: int) -> RankRecord:
                     duration_s=ev.get("duration_s", 0.0),
                     started_at=ev.get("started_at"),
                     ended_at=ev.get("ended_at"),
+                    skipped=bool(ev.get("skipped")),
                 )
             )
         elif kind == "exhausted":

@@ -69,3 +69,17 @@ def test_a_verdict_with_no_step_compared_never_says_ok() -> None:
     assert verdict.steps_compared == 0
     assert not verdict.describe().startswith("ok")
     assert "nothing compared" in verdict.describe()
+
+
+@pytest.mark.parametrize(
+    ("how", "lost", "repeated"),
+    [
+        ("skip", {1: 1}, {}),
+        ("duplicate", {}, {2: 1}),
+        ("drop_lane", {2: 8}, {}),
+        ("permute_window", {}, {}),  # samples moved between lanes: neither lost nor repeated
+    ],
+)
+def test_the_verdict_counts_lost_and_repeated_samples_per_lane(how, lost, repeated) -> None:
+    verdict = compare(REF, mutate(how), FULL, exact=True)
+    assert (verdict.lost_by_lane, verdict.repeated_by_lane) == (lost, repeated)

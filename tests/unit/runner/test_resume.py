@@ -60,3 +60,12 @@ def test_expected_lane_counts_follow_the_checkpoint_restored(tmp_path: Path) -> 
     track = track.keep(run, run.restore_index)
     assert track.restore_from == str(spec.checkpoint_path(0))
     assert track.expected == {0: 1, 1: 1}
+
+
+def test_what_the_verdict_compares_names_the_launch_it_is_of(tmp_path: Path) -> None:
+    spec = WorkloadSpec(steps=2, checkpoints=(CheckpointAt(1),), out_dir=str(tmp_path))
+    result = GroupResult("g", [0], [], False, 1.0, tmp_path, [])
+    taken = CheckpointVerdict(True, [facts(0, [0, 1], lanes=1)])
+    runs = [PhaseRun(i, Phase(2, 2, spec.checkpoints), spec, result, [], taken) for i in (0, 1)]
+    track = Resume().keep(runs[0], 0).keep_all(runs[1], range(2), [])
+    assert [(k.phase, k.keep_before_checkpoint) for k in track.kept] == [(0, 1), (1, None)]
