@@ -1,4 +1,7 @@
-"""At the end of a session, say what became of the ``gpu`` tests, and why they skipped.
+"""At the end of a session, say what became of the GPU tier's tests, and why they skipped.
+
+The tier is the plugin's (``chaos_gpu`` tests and users of its GPU fixtures, whose reports
+carry ``GPU_ATTR``), never a project's own tests that it happens to mark ``gpu``.
 
 ``tox -e gpu`` on a machine without CUDA exits 0 with every test skipped; the summary line
 ``GPU tests skipped: <reason> (N tests)`` makes that visible instead of a silent green.
@@ -12,14 +15,15 @@ from typing import Any
 import pytest
 
 from zephon_chaos.fixtures.gpu import SKIP_PREFIX
+from zephon_chaos.fixtures.reach import GPU_ATTR
 
 
 def gpu_outcomes(stats: dict[str, list[Any]]) -> dict[str, tuple[str, str | None]]:
-    """nodeid → (outcome, skip reason) of every test marked ``gpu`` in the reporter's stats."""
+    """nodeid → (outcome, skip reason) of every test of the tier in the reporter's stats."""
     outcomes: dict[str, tuple[str, str | None]] = {}
     for reports in stats.values():
         for report in reports:
-            if not isinstance(report, pytest.TestReport) or "gpu" not in report.keywords:
+            if not isinstance(report, pytest.TestReport) or not getattr(report, GPU_ATTR, False):
                 continue  # deselected items and warnings share the stats
             nodeid = report.nodeid
             if report.skipped:
@@ -50,7 +54,8 @@ def summary_lines(outcomes: dict[str, tuple[str, str | None]]) -> list[str]:
     return lines + [f"  skipped: {r}" for r in reasons]
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def write_summary(terminalreporter: Any) -> None:
+    """The ``zephon-chaos GPU tier`` section, where the session had tests of the tier."""
     lines = summary_lines(gpu_outcomes(terminalreporter.stats))
     if not lines:
         return

@@ -20,7 +20,8 @@ def pytest_zephon_chaos_make_launcher(
     request: pytest.FixtureRequest, groups: GroupFactory
 ) -> Launcher | None:
     """The launcher (``LaunchSpec -> GroupResult``) that runs the torchrun launches of a
-    test's scenarios (``resume_check``), or None to leave the choice to the next
+    test's scenarios (``resume_check``) and recipes (``recipe_run``: the recipe script, its
+    world size and the contract's environment), or None to leave the choice to the next
     implementation. ``groups`` is the test's ``torchrun_group`` fixture. The first answer
     wins; this plugin's own answers last, by ``--chaos-launch``: ``cli``
     (``groups.run_spec``) or ``warm``. A launcher of your own (one that submits to a cluster

@@ -1,12 +1,12 @@
 """Hypothesis profiles: ``ci`` (derandomized, small), ``deep`` (many, randomized), ``replay``.
 
-Chosen with ``--chaos-profile`` (or ZEPHON_CHAOS_PROFILE); the default is ``ci``. Every
-property in the suite and in downstream tests inherits it: one flag widens or narrows a search.
+Registered on import, loaded only when asked: ``--chaos-profile``, else ZEPHON_CHAOS_PROFILE,
+else the ``chaos_profile`` ini setting (this repository's own pyproject asks for ``ci``).
+Without any, the session keeps the profile its project loaded. Every property of a session
+that asks inherits the profile: one flag widens or narrows a search.
 """
 
 from __future__ import annotations
-
-import os
 
 from hypothesis import HealthCheck, Phase, settings
 
@@ -31,12 +31,11 @@ settings.register_profile(
 )
 
 
-def load_profile(name: str | None) -> str:
-    """Load ``name`` (or the default for this environment) and return it."""
-    chosen = name or os.environ.get("ZEPHON_CHAOS_PROFILE") or "ci"
-    if chosen not in PROFILES:
+def load_profile(name: str) -> str:
+    """Load the profile ``name`` and return it."""
+    if name not in PROFILES:
         raise ValueError(
-            f"unknown Hypothesis profile {chosen!r}; choose one of {', '.join(PROFILES)}"
+            f"unknown Hypothesis profile {name!r}; choose one of {', '.join(PROFILES)}"
         )
-    settings.load_profile(chosen)
-    return chosen
+    settings.load_profile(name)
+    return name

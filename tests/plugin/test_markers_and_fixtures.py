@@ -65,3 +65,44 @@ def test_fixture_factories_work_without_a_launch(pytester: pytest.Pytester) -> N
     )
     pytester.runpytest_subprocess("--strict-markers").assert_outcomes(passed=1)
 
+
+
+def test_a_project_marker_of_the_same_name_keeps_its_meaning(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: runs on the recipe's kernel emulator\n")
+    result = pytester.runpytest_subprocess("--markers")
+    gpu_lines = [line for line in result.outlines if line.startswith("@pytest.mark.gpu:")]
+    assert gpu_lines == ["@pytest.mark.gpu: runs on the recipe's kernel emulator"]
+    result.stdout.fnmatch_lines(["@pytest.mark.slow: *(registered by zephon-chaos)"])
+
+
+NO_CUDA = """
+import zephon_chaos.fixtures.gpu as gpu
+
+gpu.probe_cuda = lambda: gpu.CudaInfo(0, "no CUDA here (fake)", "fake")
+"""
+
+GPU_GATE_TESTS = """
+import pytest
+
+
+@pytest.mark.chaos_gpu
+def test_the_plugins_gpu_marker():
+    raise AssertionError("the gate should have skipped it")
+
+
+def test_a_gpu_fixture(cuda_devices):
+    raise AssertionError("the fixture should have skipped it")
+
+
+@pytest.mark.gpu
+def test_a_gpu_label():
+    pass
+"""
+
+
+def test_the_gpu_gate_acts_on_its_marker_and_fixtures_only(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(NO_CUDA)
+    pytester.makepyfile(test_gate=GPU_GATE_TESTS)
+    result = pytester.runpytest_subprocess("--strict-markers", "-rs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["GPU tests skipped: no CUDA here (fake) (2 tests)"])

@@ -69,3 +69,90 @@ def test_defaults(pytester: pytest.Pytester) -> None:
         """
     )
     pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+SHOW_SETTINGS = """
+from hypothesis import settings
+
+
+def test_settings(request):
+    opt = request.config.getoption
+    print("SETTINGS", opt("--chaos-launch"), opt("--chaos-deadline"), opt("--chaos-artifacts"),
+          settings.get_current_profile_name())
+"""
+
+
+@pytest.fixture
+def no_profile_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ZEPHON_CHAOS_PROFILE", raising=False)
+
+
+@pytest.mark.parametrize(
+    ("cli", "env", "shown"),
+    [
+        ((), None, "SETTINGS warm 42.5 out replay"),
+        (("--chaos-launch", "cli", "--chaos-deadline", "7"), None, "SETTINGS cli 7.0 out replay"),
+        ((), "deep", "SETTINGS warm 42.5 out deep"),
+        (("--chaos-profile", "ci"), "deep", "SETTINGS warm 42.5 out ci"),
+    ],
+    ids=["ini", "command-line-wins", "environment-over-ini", "command-line-over-environment"],
+)
+def test_every_option_has_an_ini_twin_the_command_line_overrides(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    no_profile_env: None,
+    cli: tuple[str, ...],
+    env: str | None,
+    shown: str,
+) -> None:
+    pytester.makeini(
+        "[pytest]\nchaos_launch = warm\nchaos_deadline = 42.5\nchaos_artifacts = out\n"
+        "chaos_profile = replay\n"
+    )
+    pytester.makepyfile(SHOW_SETTINGS)
+    if env is not None:
+        monkeypatch.setenv("ZEPHON_CHAOS_PROFILE", env)
+    result = pytester.runpytest_subprocess("-s", *cli)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*{shown}"])
+
+
+def test_no_profile_is_loaded_unless_asked(pytester: pytest.Pytester, no_profile_env: None) -> None:
+    pytester.makepyfile(SHOW_SETTINGS)
+    result = pytester.runpytest_subprocess("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*SETTINGS cli 120.0 None default"])
+
+
+BAD_SETTINGS = {
+    # (ini line, environment value, arguments): the usage error pytest must print
+    ("chaos_launch = bogus", None, ()): "ERROR: zephon-chaos: ini setting chaos_launch = 'bogus' "
+    "in */tox.ini: expected cli or warm; set it to cli or warm, or remove it*",
+    ("chaos_deadline = soon", None, ()): "*ini setting chaos_deadline = 'soon'*: expected a "
+    "positive number of seconds; set it to *, or remove it*",
+    ("chaos_deadline = -3", None, ()): "*chaos_deadline = '-3'*expected a positive number*",
+    ("chaos_profile = fast", None, ()): "*chaos_profile = 'fast'*expected ci, deep or replay*",
+    ("chaos_hygiene = some", None, ()): "*chaos_hygiene = 'some'*expected fixtures or all*",
+    ("", "fast", ()): "ERROR: zephon-chaos: ZEPHON_CHAOS_PROFILE='fast' (environment): expected "
+    "ci, deep or replay; set it to ci, deep or replay, or unset it",
+    ("", None, ("--chaos-deadline", "0")): "ERROR: zephon-chaos: --chaos-deadline 0.0: expected "
+    "a positive number of seconds; give --chaos-deadline a positive number of seconds*",
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SETTINGS), ids=lambda c: c[0] or c[1] or " ".join(c[2]))
+def test_a_bad_setting_is_a_usage_error_naming_it_and_the_way_out(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    no_profile_env: None,
+    case: tuple[str, str | None, tuple[str, ...]],
+) -> None:
+    ini, env, args = case
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    if env is not None:
+        monkeypatch.setenv("ZEPHON_CHAOS_PROFILE", env)
+    pytester.makepyfile("def test_never_runs():\n    raise AssertionError\n")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([BAD_SETTINGS[case]])
+    assert "Traceback" not in result.stderr.str()

@@ -83,3 +83,14 @@ def private_root(base: Path | None = None) -> Path:
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(root, 0o700)
     return root
+
+
+def existing_private_root(base: Path | None = None) -> Path | None:
+    """The private root if a session ever made it (and it is safe), without making it."""
+    root = Path(base or temp_base()) / f"{PRIVATE_PREFIX}{os.getuid()}"
+    if not root.is_dir():
+        return None
+    try:
+        return private_root(base)
+    except (UnsafeDirectory, OSError):
+        return None

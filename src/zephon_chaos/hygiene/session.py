@@ -1,8 +1,14 @@
 """One pytest process's hygiene state: its identity, ledger, live tests, interrupt handling.
 
+A session starts when the plugin's fixtures are first used in its process (:func:`ensure`),
+or with pytest where every test is judged (``chaos_hygiene = all``); a pytest session that
+never uses them gets no identity, ledger, environment variable or signal handler. An xdist
+controller runs no test: it starts when a worker's report says that worker started one.
+
 Start-up (the controller, or a run without xdist) first removes what crashed sessions left
-(``reaper.reap`` in its precise strength) and says so in the report header; the end does the
-same once the workers are gone, and so does the controller when an xdist worker dies.
+(``reaper.reap`` in its precise strength) and says so in the report header (or, started
+later, in the terminal summary); the end does the same once the workers are gone, and so
+does the controller when an xdist worker dies.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from zephon_chaos.hygiene.interrupt import InterruptGuard
-from zephon_chaos.hygiene.ledger import SessionLedger
+from zephon_chaos.hygiene.ledger import SessionLedger, stale_ledgers
 from zephon_chaos.hygiene.owner import (
     BASE_VAR,
     OWNER_VAR,
     UnsafeDirectory,
+    existing_private_root,
     owner_value,
     parse_owner,
     private_root,
@@ -34,7 +41,8 @@ from zephon_chaos.hygiene.reaper import Cleanup, reap
 from zephon_chaos.hygiene.snapshot import Resources, live_children
 from zephon_chaos.procs import ProcId
 
-_SESSIONS: dict[int, ChaosSession] = {}
+_SESSIONS: dict[int, ChaosSession | None] = {}
+"""Per pytest config: its session, or None where one could not start (no /proc)."""
 
 
 @dataclass
@@ -57,6 +65,8 @@ class ChaosSession:
     exempt: set[ProcId] = field(default_factory=set)
     """Processes that session-scoped fixtures started mid-test: the session's, not a leak."""
     _saved_owner: str | None = None
+    _saved_base: str | None = None
+    _cleanup_shown: bool = False
     _tests: int = 0
     _scope_env: dict[str, str | None] | None = None
 
@@ -139,7 +149,7 @@ def _restore(values: dict[str, str | None]) -> None:
 
 
 def start(config: Any) -> ChaosSession | None:
-    """Called from ``pytest_configure``: identity, ledger, interrupt handling, start-up reap.
+    """Identity, ledger, interrupt handling, start-up reap (see :func:`ensure`).
 
     Without ``/proc`` (not Linux) there is no identity to give: hygiene falls back to the
     plain before/after check, with a warning.
@@ -149,8 +159,9 @@ def start(config: Any) -> ChaosSession | None:
         sid = session_id()
     except (OSError, RuntimeError) as exc:
         warnings.warn(f"zephon-chaos: session hygiene disabled ({exc})", stacklevel=1)
+        _SESSIONS[id(config)] = None
         return None
-    nested = sum(1 for s in _SESSIONS.values() if s.id.split(".")[0] == sid)
+    nested = sum(1 for s in _SESSIONS.values() if s is not None and s.id.split(".")[0] == sid)
     if nested:
         sid = f"{sid}.{nested}"  # pytester's in-process runs: a session inside a session
     root: Path | None
@@ -166,6 +177,7 @@ def start(config: Any) -> ChaosSession | None:
         controller=controller,
     )
     session._saved_owner = os.environ.get(OWNER_VAR)
+    session._saved_base = os.environ.get(BASE_VAR)
     os.environ[OWNER_VAR] = owner_value(sid)
     if root is not None:
         os.environ.setdefault(BASE_VAR, str(root.parent))
@@ -177,7 +189,16 @@ def start(config: Any) -> ChaosSession | None:
     return session
 
 
+def ensure(config: Any) -> ChaosSession | None:
+    """This process's session, started at its first use (one start per pytest config)."""
+    key = id(config)
+    if key in _SESSIONS:
+        return _SESSIONS[key]
+    return start(config)
+
+
 def current(config: Any) -> ChaosSession | None:
+    """The session if one was started, without starting one."""
     return _SESSIONS.get(id(config))
 
 
@@ -199,29 +220,52 @@ def finish(config: Any) -> None:
         return
     if session.guard is not None:
         session.guard.uninstall()
-    if session._saved_owner is None:
-        os.environ.pop(OWNER_VAR, None)
-    else:
-        os.environ[OWNER_VAR] = session._saved_owner
+    _restore({OWNER_VAR: session._saved_owner, BASE_VAR: session._saved_base})
     if session.ledger is not None:
         session.ledger.close()
     if session.controller:
         reap(session.root)
 
 
-def on_worker_down(config: Any) -> Cleanup | None:
-    """An xdist worker went down (crashed, or killed): reap what its session left."""
+def on_worker_down(config: Any, crashed: bool = True) -> Cleanup | None:
+    """An xdist worker went down (crashed, or killed): reap what its session left.
+
+    A controller that never heard of the plugin's use still reaps after a crashed worker
+    whose session left a ledger: the worker may have died before its first report came.
+    """
     session = current(config)
-    if session is None or not session.controller:
+    if session is not None:
+        return reap(session.root) if session.controller else None
+    if not crashed or hasattr(config, "workerinput"):
         return None
-    return reap(session.root)
+    root = existing_private_root()
+    if root is None or not stale_ledgers(root):
+        return None
+    return reap(root)
 
 
 def header(config: Any) -> list[str]:
+    """The start-up cleanup, for the report header (a session started with pytest)."""
     session = current(config)
-    if session is None or not session.startup_cleanup:
+    if session is None:
         return []
+    session._cleanup_shown = True
+    return _cleanup_lines(session)
+
+
+def summary(config: Any) -> list[str]:
+    """The start-up cleanup of a session started after the header, for the summary."""
+    session = current(config)
+    if session is None or session._cleanup_shown:
+        return []
+    session._cleanup_shown = True
+    return _cleanup_lines(session)
+
+
+def _cleanup_lines(session: ChaosSession) -> list[str]:
     done = session.startup_cleanup
+    if not done:
+        return []
     return [
         f"zephon-chaos: removed leftovers of crashed runs ({done.count()} item(s)):",
         *done.describe().splitlines()[1:],

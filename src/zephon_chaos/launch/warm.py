@@ -34,6 +34,7 @@ from zephon_chaos.launch.result import GroupResult, read_tail
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.launch.warm_protocol import LineChannel, Message, PeerClosed
 from zephon_chaos.procs import ProcessRegistry, ProcId, proc_id
+from zephon_chaos.recipe import ENV_BACKEND
 
 Launcher = Callable[[LaunchSpec], GroupResult]
 START_DEADLINE_S = 180.0
@@ -286,7 +287,10 @@ def fork_unsafe_reason(spec: LaunchSpec, server: WarmServerProcess | None) -> st
 
 
 def workload_backend(spec: LaunchSpec) -> str | None:
-    """The ``backend`` of a ``zephon_chaos.workload`` launch (read from its spec file)."""
+    """The ``backend`` of a ``zephon_chaos.workload`` launch (read from its spec file), or of
+    a recipe's (``recipe_run`` sets it in the contract's environment)."""
+    if spec.env.get(ENV_BACKEND):
+        return spec.env[ENV_BACKEND]
     if not spec.module or str(spec.entry) != WORKLOAD_MODULE or not spec.args:
         return None
     try:

@@ -155,6 +155,8 @@ def inner_session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("TMPDIR", str(temp))
     pytester.makepyfile(test_inner=INNER)
     pytester.makeconftest(CONFTEST)
+    # Most inner tests use none of the plugin's fixtures: the verdict judges them when asked.
+    pytester.makeini("[pytest]\nchaos_hygiene = all\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", timeout=240)
     notes = {p.name: json.loads(p.read_text()) for p in out.iterdir() if p.suffix != ".pid"}
     return result, notes, temp

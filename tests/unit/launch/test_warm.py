@@ -25,6 +25,7 @@ from zephon_chaos.launch.warm import (
     warm_launcher,
 )
 from zephon_chaos.procs import exit_notes
+from zephon_chaos.recipe import ENV_BACKEND
 from zephon_chaos.runner import Launcher, ScenarioRunner
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.records import read_phase
@@ -213,6 +214,15 @@ def test_warm_and_cli_launches_give_identical_records_and_verdicts(
         )
         assert _checkpoints(warm_run.records) == _checkpoints(cli_run.records)
     assert warm.verdict == cli.verdict
+
+
+@pytest.mark.parametrize(("backend", "forked"), [("gloo", True), ("nccl", False)])
+def test_a_recipe_on_nccl_is_not_forked(tmp_path: Path, backend: str, forked: bool) -> None:
+    """``recipe_run`` names the backend in the recipe contract's environment, not a spec file."""
+    spec = LaunchSpec(tmp_path / "train.py", env={ENV_BACKEND: backend}, name="recipe")
+    found = fork_unsafe_reason(spec, None)
+    assert (found is None) == forked, found
+    assert forked or "nccl" in str(found)
 
 
 def _stub_result(spec: LaunchSpec) -> GroupResult:
