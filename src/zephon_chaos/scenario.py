@@ -18,7 +18,7 @@ from zephon_chaos.deployment import BEFORE_VERSION_2, DOWNSTREAM, Deployment, Ru
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.spec import LAUNCH_LANES, LAUNCH_PATHS, LaunchLane, LaunchPath
 from zephon_chaos.scenario_rules import STORE_ACTIONS as STORE_ACTIONS  # re-exported
-from zephon_chaos.scenario_rules import Refusal, violations
+from zephon_chaos.scenario_rules import Refusal, Rule, violations
 from zephon_chaos.workload.spec import (
     AGGREGATIONS,
     FORMATS,
@@ -47,7 +47,12 @@ TIERS: tuple[str, ...] = ("inproc", "torchrun")
 
 
 class ScenarioError(SpecError):
-    """A scenario file or value that cannot be run; the message names the field."""
+    """A scenario file or value that cannot be run; the message names the field, ``rule`` the
+    refusal (``docs/space.md``) where the scenario model made it."""
+
+    def __init__(self, message: str, rule: Rule | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 @dataclass(frozen=True)
@@ -177,53 +182,105 @@ class Scenario:
     # ---- validation --------------------------------------------------------------------
     def validate(self) -> Scenario:
         """Raise ScenarioError naming the field, for values no run could use."""
-        p = self.pipeline
-        _check(p.canonical_replicas >= 1, "pipeline.canonical_replicas", "must be at least 1")
-        _check(p.mapping in MAPPINGS, "pipeline.mapping", f"must be one of {MAPPINGS}")
-        _check(p.runner in RUNNERS, "pipeline.runner", f"must be one of {RUNNERS}")
-        _check(p.aggregation in AGGREGATIONS, "pipeline.aggregation", f"one of {AGGREGATIONS}")
-        _check(p.aggregate_timeout_s > 0, "pipeline.aggregate_timeout_s", "must be positive")
-        _check(self.persist_format in FORMATS, "persist_format", f"must be one of {FORMATS}")
-        _check(self.backend in ("gloo", "nccl"), "backend", "must be gloo or nccl")
+        p, r = self.pipeline, Rule
+        _check(
+            p.canonical_replicas >= 1,
+            "pipeline.canonical_replicas",
+            "must be at least 1",
+            r.C_AT_LEAST_ONE,
+        )
+        _check(
+            p.mapping in MAPPINGS, "pipeline.mapping", f"must be one of {MAPPINGS}", r.MAPPING_KNOWN
+        )
+        _check(p.runner in RUNNERS, "pipeline.runner", f"must be one of {RUNNERS}", r.RUNNER_KNOWN)
+        _check(
+            p.aggregation in AGGREGATIONS,
+            "pipeline.aggregation",
+            f"one of {AGGREGATIONS}",
+            r.AGGREGATION_KNOWN,
+        )
+        _check(
+            p.aggregate_timeout_s > 0,
+            "pipeline.aggregate_timeout_s",
+            "must be positive",
+            r.TIMEOUT_POSITIVE,
+        )
+        _check(
+            self.persist_format in FORMATS,
+            "persist_format",
+            f"must be one of {FORMATS}",
+            r.PERSIST_FORMAT_KNOWN,
+        )
+        _check(self.backend in ("gloo", "nccl"), "backend", "must be gloo or nccl", r.BACKEND_KNOWN)
         if bad := self.deployment.invalid():
-            _check(False, f"deployment.{bad[0]}", bad[1])
+            _check(False, f"deployment.{bad[0]}", bad[1], r.DEPLOYMENT_KNOWN)
         if (found := self.found) is not None:
-            _check(found.tier in TIERS, "found.tier", f"must be one of {TIERS}")
-            _check(found.launch in LAUNCH_LANES, "found.launch", f"must be one of {LAUNCH_LANES}")
+            _check(found.tier in TIERS, "found.tier", f"must be one of {TIERS}", r.FOUND_KNOWN)
+            _check(
+                found.launch in LAUNCH_LANES,
+                "found.launch",
+                f"must be one of {LAUNCH_LANES}",
+                r.FOUND_KNOWN,
+            )
             _check(
                 isinstance(found.signature, str) and bool(found.signature),
                 "found.signature",
                 "must be a non-empty string",
+                r.FOUND_KNOWN,
             )
-        _check(bool(self.data.sources), "data.sources", "needs at least one source")
-        _check(self.data.microbatch >= 1, "data.microbatch", "must be at least 1")
-        _check(self.data.chunk_size >= 1, "data.chunk_size", "must be at least 1")
+        _check(
+            bool(self.data.sources), "data.sources", "needs at least one source", r.SOURCES_NONEMPTY
+        )
+        _check(
+            self.data.microbatch >= 1,
+            "data.microbatch",
+            "must be at least 1",
+            r.MICROBATCH_POSITIVE,
+        )
+        _check(
+            self.data.chunk_size >= 1,
+            "data.chunk_size",
+            "must be at least 1",
+            r.CHUNK_SIZE_POSITIVE,
+        )
         if bad := self.data.stages.invalid():
-            _check(False, f"data.stages.{bad[0]}", bad[1])
-        _check(bool(self.phases), "phases", "needs at least one phase")
+            _check(False, f"data.stages.{bad[0]}", bad[1], Rule(bad[2]))
+        _check(bool(self.phases), "phases", "needs at least one phase", r.PHASES_NONEMPTY)
         for i, ph in enumerate(self.phases):
             where = f"phases[{i}]"
-            _check(ph.world_size >= 1, f"{where}.world_size", "must be at least 1")
-            _check(ph.steps >= 0, f"{where}.steps", "must be non-negative")
-            _check(ph.launch in LAUNCH_PATHS, f"{where}.launch", f"one of {LAUNCH_PATHS}")
-            _check(ph.retry in RETRIES, f"{where}.retry", f"one of {RETRIES}")
-            _check(ph.sync in SYNCS, f"{where}.sync", f"one of {SYNCS}")
+            _check(
+                ph.world_size >= 1,
+                f"{where}.world_size",
+                "must be at least 1",
+                r.WORLD_SIZE_POSITIVE,
+            )
+            _check(ph.steps >= 0, f"{where}.steps", "must be non-negative", r.STEPS_NONNEGATIVE)
+            _check(
+                ph.launch in LAUNCH_PATHS,
+                f"{where}.launch",
+                f"one of {LAUNCH_PATHS}",
+                r.LAUNCH_PATH_KNOWN,
+            )
+            _check(ph.retry in RETRIES, f"{where}.retry", f"one of {RETRIES}", r.RETRY_KNOWN)
+            _check(ph.sync in SYNCS, f"{where}.sync", f"one of {SYNCS}", r.SYNC_KNOWN)
             _check(
                 ph.hosts == 1
                 or (ph.hosts > 1 and ph.launch != "standalone" and ph.world_size % ph.hosts == 0),
                 f"{where}.hosts",
                 "must be 1, or more hosts that divide world_size, with launch c10d or static",
+                r.HOSTS_LAYOUT,
             )
-            _check(ph.tp >= 1, f"{where}.tp", "must be at least 1")
+            _check(ph.tp >= 1, f"{where}.tp", "must be at least 1", r.TP_POSITIVE)
             _check(
                 ph.canonical_replicas is None or ph.canonical_replicas >= 1,
                 f"{where}.canonical_replicas",
                 "must be at least 1 (or absent: the pipeline's)",
+                r.PHASE_C_AT_LEAST_ONE,
             )
         # What a launch may carry given its place: one model, shared with the strategies
         # and the explorer's polishing (``scenario_rules``).
         for v in violations(self):
-            _check(False, v.field, v.text)
+            _check(False, v.field, v.text, v.rule)
         return self
 
     def canonical_replicas(self, i: int) -> int:
@@ -344,7 +401,7 @@ class Scenario:
         try:
             return _scenario_from(raw, where).validate()
         except SpecError as exc:
-            raise ScenarioError(str(exc)) from None
+            raise ScenarioError(str(exc), getattr(exc, "rule", None)) from None
 
     @classmethod
     def load(cls, path: Path | str) -> Scenario:
@@ -385,9 +442,9 @@ def checkpoints_before_faults(
     return min(counts) if counts else None
 
 
-def _check(ok: bool, where: str, text: str) -> None:
+def _check(ok: bool, where: str, text: str, rule: Rule) -> None:
     if not ok:
-        raise ScenarioError(f"scenario.{where}: {text}")
+        raise ScenarioError(f"scenario.{where}: {text}", rule)
 
 
 def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:

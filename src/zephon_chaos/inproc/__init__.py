@@ -8,7 +8,14 @@ here with the reason.
 """
 
 from zephon_chaos.inproc.launcher import InprocLauncher
-from zephon_chaos.inproc.refusal import TierRefusal, inproc_refusal
+from zephon_chaos.inproc.refusal import InprocRefusal, TierRefusal, inproc_refusal, inproc_refused
 from zephon_chaos.inproc.runner import inproc_runner
 
-__all__ = ["InprocLauncher", "TierRefusal", "inproc_refusal", "inproc_runner"]
+__all__ = [
+    "InprocLauncher",
+    "InprocRefusal",
+    "TierRefusal",
+    "inproc_refusal",
+    "inproc_refused",
+    "inproc_runner",
+]

@@ -26,6 +26,7 @@ from zephon_chaos.scenario_rules.predicates import (
     RUN_DRY_STEPS,
     STREAMS,
     Refusal,
+    Rule,
     Violation,
     cannot_run_dry,
     child_tail_steps,
@@ -62,6 +63,7 @@ def violations(s: Scenario) -> list[Violation]:
                 f"phases[{last}].steps",
                 f"{s.phases[last].steps} steps cannot run the finite data dry, so lanes would "
                 f"stop out of step; give the last launch more steps (say {RUN_DRY_STEPS})",
+                Rule.RUN_DRY,
             )
         )
     return out
@@ -79,9 +81,14 @@ def _launch_violations(s: Scenario, i: int) -> Iterator[Violation]:
             f"{where}.expect_failure",
             f"Zephon accepts this launch ({ph.world_size} rank(s) <= C={c}, C unchanged), so "
             "it must not be expected to fail",
+            Rule.ACCEPTED_NOT_EXPECTED_TO_FAIL,
         )
     if ph.expect_error:
-        yield Violation(f"{where}.expect_error", "only a launch expected to fail names an error")
+        yield Violation(
+            f"{where}.expect_error",
+            "only a launch expected to fail names an error",
+            Rule.ERROR_ONLY_WHEN_REFUSED,
+        )
     yield from _checkpoint_violations(s, i)
     yield from _rank_fault_violations(s, i)
     yield from _link_fault_violations(s, i)
@@ -95,12 +102,14 @@ def _layout_violations(s: Scenario, i: int) -> Iterator[Violation]:
         yield Violation(
             f"{where}.tp",
             f"{ph.tp} must divide world_size {ph.world_size} (DP groups of tp ranks each)",
+            Rule.TP_DIVIDES_WORLD,
         )
     elif ph.tp > 1 and ph.dp <= c and c % ph.dp:
         yield Violation(
             f"{where}.tp",
             f"with tp {ph.tp} the launch has {ph.dp} DP groups, and C={c} is not a multiple of "
             "them, which the downstream adapter refuses; use tp 1 or a C that they divide",
+            Rule.TP_C_MULTIPLE_OF_DP,
         )
 
 
@@ -113,12 +122,14 @@ def _refused_violations(
                 f"{where}.world_size",
                 f"{ph.world_size} ranks exceed canonical_replicas={c}, which Zephon refuses; "
                 f"set expect_failure and expect_error {REFUSAL_ERROR!r} to check the refusal",
+                Rule.MORE_GROUPS_THAN_C_EXPECTED,
             )
         else:
             yield Violation(
                 f"{where}.canonical_replicas",
                 f"C={c} differs from the C={before} of the checkpoint this launch restores, "
                 f"which Zephon refuses; set expect_failure and expect_error {CHANGED_C_ERROR!r}",
+                Rule.CHANGED_C_EXPECTED,
             )
         return
     if not ph.expect_error:
@@ -126,12 +137,21 @@ def _refused_violations(
         yield Violation(
             f"{where}.expect_error",
             f"a refused launch names the error it expects (Zephon's is {why.value!r})",
+            Rule.REFUSED_NAMES_ERROR,
         )
     for name in ("checkpoints", "rank_faults", "proxy_faults", "lags", "child_faults"):
         if getattr(ph, name):
-            yield Violation(f"{where}.{name}", "a refused launch runs nothing, so has none")
+            yield Violation(
+                f"{where}.{name}",
+                "a refused launch runs nothing, so has none",
+                Rule.REFUSED_RUNS_NOTHING,
+            )
     if ph.retry != "none":
-        yield Violation(f"{where}.retry", "a refused launch takes no checkpoint to retry")
+        yield Violation(
+            f"{where}.retry",
+            "a refused launch takes no checkpoint to retry",
+            Rule.REFUSED_NO_RETRY,
+        )
 
 
 def _checkpoint_violations(s: Scenario, i: int) -> Iterator[Violation]:
@@ -139,13 +159,16 @@ def _checkpoint_violations(s: Scenario, i: int) -> Iterator[Violation]:
     for j, cp in enumerate(ph.checkpoints):
         if not (cp.step >= 0 and cp.extra >= 0 and (cp.step, cp.extra) <= (ph.steps, 0)):
             yield Violation(
-                f"{where}.checkpoints[{j}]", f"must lie within the launch's {ph.steps} steps"
+                f"{where}.checkpoints[{j}]",
+                f"must lie within the launch's {ph.steps} steps",
+                Rule.CHECKPOINT_WITHIN_STEPS,
             )
             return
     if i < len(s.phases) - 1 and not ph.rank_faults and ph.restore_point is None:
         yield Violation(
             f"{where}.checkpoints",
             "a launch followed by another must checkpoint (the next one restores from it)",
+            Rule.FOLLOWED_LAUNCH_CHECKPOINTS,
         )
     order = sorted(range(len(ph.checkpoints)), key=lambda j: astuple(ph.checkpoints[j]))
     for k, j in enumerate(order):
@@ -159,6 +182,7 @@ def _checkpoint_violations(s: Scenario, i: int) -> Iterator[Violation]:
                 f"falls on the same batch as checkpoints[{order[hit[0]]}] on rank {hit[1]} "
                 f"({per[hit[1]]} lane(s) a step), so ranks would checkpoint a different number "
                 "of times; drop one or move it",
+                Rule.CHECKPOINTS_COLLECTIVE,
             )
             return
 
@@ -170,22 +194,26 @@ def _rank_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
             f"{where}.rank_faults",
             "over finite data a rank whose data ran out never reaches its fault; "
             "use endless sources (exhausted: repeat) or drop the fault",
+            Rule.RANK_FAULT_FINITE_DATA,
         )
     if ph.rank_faults and ph.proxy_faults:
         yield Violation(
             f"{where}.rank_faults",
             "a launch with a link fault has no rank fault (neither verdict would be clear)",
+            Rule.RANK_FAULT_BESIDE_LINK_FAULT,
         )
     if len(ph.rank_faults) > 1 and any(f.at_round for f in ph.rank_faults):
         yield Violation(
             f"{where}.rank_faults",
             "a launch with a round-point rank fault has no other (one fault, one verdict)",
+            Rule.ONE_ROUND_POINT_FAULT,
         )
     for j, f in enumerate(ph.rank_faults):
         if not 0 <= f.rank < ph.world_size:
             yield Violation(
                 f"{where}.rank_faults[{j}].rank",
                 f"must name a rank of the launch's {ph.world_size}",
+                Rule.RANK_FAULT_RANK,
             )
         if f.at_round:
             yield from _rank_point_violations(s, i, f, f"{where}.rank_faults[{j}]")
@@ -194,12 +222,14 @@ def _rank_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
             yield Violation(
                 f"{where}.rank_faults[{j}].at_step",
                 f"must lie within the launch's {ph.steps} steps",
+                Rule.RANK_FAULT_STEP_WITHIN,
             )
         if f.action in ROUND_ONLY_ACTIONS:
             yield Violation(
                 f"{where}.rank_faults[{j}].at",
                 f"a {f.action} at a step has nothing to continue it: time it by a round point "
                 f"({', '.join(ROUND_PHASES)})",
+                Rule.STOP_AT_STEP,
             )
 
 
@@ -211,6 +241,7 @@ def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Ite
             f"{where}.at",
             f"{f.at!r} is not 'step' or a round point ({', '.join(ROUND_PHASES)}) with an "
             "optional '#n' (n >= 1)",
+            Rule.RANK_POINT_MALFORMED,
         )
         return
     name, n = point
@@ -218,25 +249,38 @@ def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Ite
         yield Violation(
             f"{where}.action",
             f"{f.action!r} is not a round-point fault; one of {', '.join(RANK_POINT_ACTIONS)}",
+            Rule.RANK_POINT_ACTION,
         )
     blocked, missing = no_point_round(s, i), missing_point(s, name)
     if blocked is not None:
-        yield Violation(f"{where}.at", f"no round can time a rank fault: {blocked.value}")
+        yield Violation(
+            f"{where}.at",
+            f"no round can time a rank fault: {blocked.value}",
+            blocked.rank_point_rule,
+        )
     elif missing is not None:
-        yield Violation(f"{where}.at", f"no rank writes {name!r}: {missing.value}")
+        yield Violation(
+            f"{where}.at", f"no rank writes {name!r}: {missing.value}", Rule.RANK_POINT_NOT_ON_DIR
+        )
     elif 0 <= f.rank < ph.world_size and not writes_point(name, f.rank):
         who = "the leader (rank 0)" if name in LEADER_POINTS else "followers (not rank 0)"
-        yield Violation(f"{where}.rank", f"only {who} write(s) {name!r}: rank {f.rank} never does")
+        yield Violation(
+            f"{where}.rank",
+            f"only {who} write(s) {name!r}: rank {f.rank} never does",
+            Rule.RANK_POINT_WRITER,
+        )
     if n > len(ph.checkpoints):
         yield Violation(
             f"{where}.at",
             f"round {n} of {name!r}, but the launch takes {len(ph.checkpoints)} checkpoint(s)",
+            Rule.RANK_POINT_ROUND_COUNT,
         )
     if s.persist_format in COLLECTIVE_FORMATS:
         yield Violation(
             f"{where}.at",
             f"no round-point rank fault beside {s.persist_format!r} persistence: the ranks "
             "that got a split outcome's checkpoint would block in its collective save",
+            Rule.RANK_POINT_DCP,
         )
 
 
@@ -248,11 +292,16 @@ def _link_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
                 f"{where}.retry",
                 f"retry {ph.retry!r} needs a link fault, a round-point rank fault that leaves its "
                 "rank alive (raise, sigstop) or a lag to fail a round; without one use 'none'",
+                Rule.RETRY_NEEDS_FAILURE,
             )
         return
     blocked = no_round(s, i)
     if blocked is not None:
-        yield Violation(f"{where}.proxy_faults", f"no round can time a link fault: {blocked.value}")
+        yield Violation(
+            f"{where}.proxy_faults",
+            f"no round can time a link fault: {blocked.value}",
+            blocked.link_fault_rule,
+        )
     for j, f in enumerate(ph.proxy_faults):
         yield from _fault_violations(f, f"{where}.proxy_faults[{j}]", ph)
 
@@ -264,22 +313,36 @@ def _fault_violations(f: ProxyFault, where: str, ph: Phase) -> Iterator[Violatio
             f"{where}.at",
             f"{f.at!r} is not 'start' or a round point ({', '.join(ROUND_PHASES)}) with an "
             "optional '#n' (n >= 1)",
+            Rule.LINK_FAULT_MALFORMED,
         )
         return
     name, n = point
     if not 0 <= f.rank < ph.world_size:
-        yield Violation(f"{where}.rank", f"must name a rank of the launch's {ph.world_size}")
+        yield Violation(
+            f"{where}.rank",
+            f"must name a rank of the launch's {ph.world_size}",
+            Rule.LINK_FAULT_RANK,
+        )
     elif not writes_point(name, f.rank):
         who = "the leader (rank 0)" if name in LEADER_POINTS else "followers (not rank 0)"
-        yield Violation(f"{where}.rank", f"only {who} write(s) {name!r}: rank {f.rank} never does")
+        yield Violation(
+            f"{where}.rank",
+            f"only {who} write(s) {name!r}: rank {f.rank} never does",
+            Rule.LINK_FAULT_WRITER,
+        )
     if f.stream not in STREAMS:
-        yield Violation(f"{where}.stream", f"must be one of {STREAMS}")
+        yield Violation(f"{where}.stream", f"must be one of {STREAMS}", Rule.LINK_FAULT_STREAM)
     if f.toxic == "reset_peer" and name == "start":
-        yield Violation(f"{where}.at", "a reset_peer at start resets nothing: time it by a round")
+        yield Violation(
+            f"{where}.at",
+            "a reset_peer at start resets nothing: time it by a round",
+            Rule.RESET_AT_START,
+        )
     if n > len(ph.checkpoints):
         yield Violation(
             f"{where}.at",
             f"round {n} of {name!r}, but the launch takes {len(ph.checkpoints)} checkpoint(s)",
+            Rule.LINK_FAULT_ROUND_COUNT,
         )
 
 
@@ -290,6 +353,7 @@ def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
         yield Violation(
             f"{where}.sync",
             "one rank is never late for another: 'free' needs two or more ranks; use 'lockstep'",
+            Rule.FREE_NEEDS_TWO,
         )
     if not ph.lags:
         return
@@ -298,18 +362,26 @@ def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
             f"{where}.lags",
             "a lag needs sync 'free': lockstep ranks meet before each checkpoint, so the "
             "lagging rank and the one it waits for would wait for each other",
+            Rule.LAG_NEEDS_FREE,
         )
     if len(ph.lags) > 1:
-        yield Violation(f"{where}.lags", "at most one lag a launch (two could wait on each other)")
+        yield Violation(
+            f"{where}.lags",
+            "at most one lag a launch (two could wait on each other)",
+            Rule.ONE_LAG,
+        )
     if ph.rank_faults or ph.proxy_faults:
         yield Violation(
-            f"{where}.lags", "a launch with a lag has no other fault (one cause, one verdict)"
+            f"{where}.lags",
+            "a launch with a lag has no other fault (one cause, one verdict)",
+            Rule.LAG_ALONE,
         )
     if ph.retry == "independent":
         yield Violation(
             f"{where}.retry",
             "no 'independent' retry beside a lag: a rank's later attempts are rounds of its own "
             "and which one the late rank finds decides the outcome; use none, lockstep or skip",
+            Rule.LAG_NO_INDEPENDENT_RETRY,
         )
     for j, lag in enumerate(ph.lags):
         if not lag_fits(lag, ph):
@@ -317,6 +389,7 @@ def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
                 f"{where}.lags[{j}]",
                 f"must name two different ranks of the launch's {ph.world_size} and one of its "
                 f"{len(ph.checkpoints)} checkpoint(s) (0-based)",
+                Rule.LAG_FITS,
             )
 
 
@@ -331,38 +404,50 @@ def _child_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
             f"{where}.child_faults",
             "only runner 'process' without mtp_mode gives a rank worker processes of its own "
             "to kill (under mtp_mode they are the MTP child's)",
+            Rule.CHILD_FAULT_MTP_MODE
+            if s.pipeline.runner == "process"
+            else Rule.CHILD_FAULT_NO_WORKERS,
         )
     if is_finite(s.data):
         yield Violation(
             f"{where}.child_faults",
             "over finite data a rank whose data ran out never reaches its fault; "
             "use endless sources (exhausted: repeat) or drop the fault",
+            Rule.CHILD_FAULT_FINITE_DATA,
         )
     if faulted_otherwise(ph) or len(ph.child_faults) > 1:
         yield Violation(
             f"{where}.child_faults",
             "a launch with a child fault has no other fault, another child fault included "
             "(one cause, one verdict)",
+            Rule.CHILD_FAULT_ALONE,
         )
     if ph.sync != "lockstep":
         yield Violation(
             f"{where}.sync",
             "a child fault needs sync 'lockstep': a rank waiting for its replacement workers "
             "arrives late, which under 'free' fails the round by design",
+            Rule.CHILD_FAULT_LOCKSTEP,
         )
     for j, f in enumerate(ph.child_faults):
         if f.target not in CHILD_TARGETS:
-            yield Violation(f"{where}.child_faults[{j}].target", f"must be one of {CHILD_TARGETS}")
+            yield Violation(
+                f"{where}.child_faults[{j}].target",
+                f"must be one of {CHILD_TARGETS}",
+                Rule.CHILD_FAULT_TARGET,
+            )
         if not 0 <= f.rank < ph.world_size:
             yield Violation(
                 f"{where}.child_faults[{j}].rank",
                 f"must name a rank of the launch's {ph.world_size}",
+                Rule.CHILD_FAULT_RANK,
             )
         if not 1 <= f.at_step <= ph.steps:
             yield Violation(
                 f"{where}.child_faults[{j}].at_step",
                 f"must lie within steps 1..{ph.steps}: Zephon starts the workers at the first "
                 "batch, so at step 0 there is nothing to kill",
+                Rule.CHILD_FAULT_STEP,
             )
         elif f.at_step < ph.steps < f.at_step + (tail := child_tail_steps(s, i, f.rank)):
             yield Violation(
@@ -371,4 +456,5 @@ def _child_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
                 f"child fault ({tail} steps here: say {f.at_step + tail}), more than Zephon's "
                 "buffers hold, so that the rank needs replacement workers; or kill at the last "
                 "step",
+                Rule.CHILD_FAULT_TAIL,
             )

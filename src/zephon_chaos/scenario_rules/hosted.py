@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.scenario_rules.predicates import (
     NoRound,
+    Rule,
     Violation,
     no_round,
     refusal,
@@ -51,6 +52,18 @@ class NoHostedStore(Enum):
     NOT_HOSTED = "aggregation is not 'store_explicit', so the harness hosts no store to fault"
 
 
+STORE_FAULT_RULES: dict[NoRound | NoHostedStore, Rule] = {
+    NoHostedStore.NOT_HOSTED: Rule.STORE_FAULT_NOT_HOSTED,
+    NoRound.ONE_RANK: Rule.STORE_FAULT_ONE_RANK,
+    NoRound.PROCESS_RUNNER: Rule.STORE_FAULT_PROCESS_RUNNER,
+    NoRound.MTP_MODE: Rule.STORE_FAULT_MTP_MODE,
+    NoRound.NO_CHECKPOINT: Rule.STORE_FAULT_NO_CHECKPOINT,
+    NoRound.RESTORED_STEP_ZERO: Rule.STORE_FAULT_RESTORED_STEP_ZERO,
+}
+"""The refusal of a hosted-store fault, by why no round can time it (``no_store_fault`` never
+answers ``NoRound.NOT_STORE``: ``store_explicit`` is a store)."""
+
+
 def no_store_fault(s: Scenario, i: int) -> NoRound | NoHostedStore | None:
     """Why launch ``i`` cannot carry a hosted-store fault (None: it can)."""
     if s.pipeline.aggregation != HOSTED_AGGREGATION:
@@ -65,43 +78,62 @@ def store_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     ph, where = s.phases[i], f"phases[{i}]"
     if refusal(s, i) is not None:
         if ph.store_faults:
-            yield Violation(f"{where}.store_faults", "a refused launch runs nothing, so has none")
+            yield Violation(
+                f"{where}.store_faults",
+                "a refused launch runs nothing, so has none",
+                Rule.STORE_FAULT_REFUSED_LAUNCH,
+            )
         if ph.max_restarts:
-            yield Violation(f"{where}.max_restarts", "a refused launch has nothing to restart")
+            yield Violation(
+                f"{where}.max_restarts",
+                "a refused launch has nothing to restart",
+                Rule.RESTARTS_REFUSED_LAUNCH,
+            )
         return
     if ph.store_faults:
         blocked = no_store_fault(s, i)
         if blocked is not None:
             yield Violation(
-                f"{where}.store_faults", f"no round can time a store fault: {blocked.value}"
+                f"{where}.store_faults",
+                f"no round can time a store fault: {blocked.value}",
+                STORE_FAULT_RULES[blocked],
             )
         if len(ph.store_faults) > 1:
-            yield Violation(f"{where}.store_faults", "at most one store fault a launch")
+            yield Violation(
+                f"{where}.store_faults", "at most one store fault a launch", Rule.ONE_STORE_FAULT
+            )
         if ph.rank_faults or ph.proxy_faults or ph.max_restarts:
             yield Violation(
                 f"{where}.store_faults",
                 "a launch with a store fault has no rank or link fault and no restarts "
                 "(neither verdict would be clear)",
+                Rule.STORE_FAULT_ALONE,
             )
     for j, f in enumerate(ph.store_faults):
         at = f"{where}.store_faults[{j}]"
         if f.action not in STORE_ACTIONS:
-            yield Violation(f"{at}.action", f"must be one of {STORE_ACTIONS}")
+            yield Violation(
+                f"{at}.action", f"must be one of {STORE_ACTIONS}", Rule.STORE_ACTION_KNOWN
+            )
         point = round_point(f.at)
         if point is None or point[0] == "start":
             yield Violation(
                 f"{at}.at",
                 f"{f.at!r} is not a round point ({', '.join(ROUND_PHASES)}) with an "
                 "optional '#n' (n >= 1)",
+                Rule.STORE_FAULT_POINT,
             )
         elif point[1] > len(ph.checkpoints):
             yield Violation(
                 f"{at}.at",
                 f"round {point[1]} of {point[0]!r}, but the launch takes "
                 f"{len(ph.checkpoints)} checkpoint(s)",
+                Rule.STORE_FAULT_ROUND_COUNT,
             )
         if not 0 < f.stall_s <= MAX_STALL_S:
-            yield Violation(f"{at}.stall_s", f"must lie in (0, {MAX_STALL_S}] seconds")
+            yield Violation(
+                f"{at}.stall_s", f"must lie in (0, {MAX_STALL_S}] seconds", Rule.STALL_BOUND
+            )
     yield from _restart_violations(s, i)
 
 
@@ -118,37 +150,45 @@ RESTARTS_IN_LOCKSTEP = (
 def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
     ph, where = s.phases[i], f"phases[{i}]"
     if ph.max_restarts < 0:
-        yield Violation(f"{where}.max_restarts", "must be 0 or more")
+        yield Violation(f"{where}.max_restarts", "must be 0 or more", Rule.RESTARTS_NONNEGATIVE)
     if ph.max_restarts <= 0:
         return
     if not ph.rank_faults:
         yield Violation(
             f"{where}.max_restarts",
             "restarts need a rank fault (restart: 0) that ends attempt 0; add one or use 0",
+            Rule.RESTARTS_NEED_RANK_FAULT,
         )
     for j, f in enumerate(ph.rank_faults):
         if getattr(f, "at_round", False):
             yield Violation(
-                f"{where}.rank_faults[{j}].at", "under max_restarts a rank fault fires at a step"
+                f"{where}.rank_faults[{j}].at",
+                "under max_restarts a rank fault fires at a step",
+                Rule.RESTART_FAULT_AT_STEP,
             )
         if f.restart != 0:
             yield Violation(
                 f"{where}.rank_faults[{j}].restart",
                 "must be 0 under max_restarts: a fault in every attempt uses up the restarts",
+                Rule.RESTART_FAULT_ATTEMPT_ZERO,
             )
         if f.action not in RESTART_ACTIONS:
             yield Violation(
                 f"{where}.rank_faults[{j}].action",
                 f"under max_restarts one of {RESTART_ACTIONS} (torchrun restarts ended workers)",
+                Rule.RESTART_ACTIONS,
             )
     if ph.sync != "lockstep":
-        yield Violation(f"{where}.sync", RESTARTS_IN_LOCKSTEP)
+        yield Violation(f"{where}.sync", RESTARTS_IN_LOCKSTEP, Rule.RESTARTS_IN_LOCKSTEP)
     if ph.hosts != 1:
-        yield Violation(f"{where}.max_restarts", "restarts are checked on one host")
+        yield Violation(
+            f"{where}.max_restarts", "restarts are checked on one host", Rule.RESTARTS_ONE_HOST
+        )
     if i < len(s.phases) - 1 and ph.restore_point is None:
         yield Violation(
             f"{where}.checkpoints",
             "a restarted launch followed by another must checkpoint (attempt 1 hands it on)",
+            Rule.RESTARTED_LAUNCH_CHECKPOINTS,
         )
 
 

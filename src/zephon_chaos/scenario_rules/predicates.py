@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from zephon_chaos.faults.dir_interposer import NoFileCounterpart, absent_on_dir
 from zephon_chaos.lanes import lanes_of
+from zephon_chaos.scenario_rules.ids import Rule
 from zephon_chaos.workload.spec import (
     ROUND_PHASES,
     CheckpointAt,
@@ -41,6 +42,7 @@ __all__ = [
     "STREAMS",
     "NoRound",
     "Refusal",
+    "Rule",
     "Violation",
     "cannot_run_dry",
     "clash",
@@ -147,13 +149,44 @@ class NoRound(Enum):
         """Curable by the launch's checkpoints, not its world or pipeline."""
         return self in (NoRound.NO_CHECKPOINT, NoRound.RESTORED_STEP_ZERO)
 
+    @property
+    def rank_point_rule(self) -> Rule:
+        """The refusal of a round-point rank fault for this reason (``NOT_STORE`` blocks one
+        only for an aggregation no scenario may name: every known one has round points)."""
+        return _RANK_POINT_RULES[self]
+
+    @property
+    def link_fault_rule(self) -> Rule:
+        """The refusal of a link fault for this reason."""
+        return _LINK_FAULT_RULES[self]
+
+
+_RANK_POINT_RULES = {
+    NoRound.ONE_RANK: Rule.RANK_POINT_ONE_RANK,
+    NoRound.NOT_STORE: Rule.AGGREGATION_KNOWN,
+    NoRound.PROCESS_RUNNER: Rule.RANK_POINT_PROCESS_RUNNER,
+    NoRound.MTP_MODE: Rule.RANK_POINT_MTP_MODE,
+    NoRound.NO_CHECKPOINT: Rule.RANK_POINT_NO_CHECKPOINT,
+    NoRound.RESTORED_STEP_ZERO: Rule.RANK_POINT_RESTORED_STEP_ZERO,
+}
+_LINK_FAULT_RULES = {
+    NoRound.ONE_RANK: Rule.LINK_FAULT_ONE_RANK,
+    NoRound.NOT_STORE: Rule.LINK_FAULT_NOT_STORE,
+    NoRound.PROCESS_RUNNER: Rule.LINK_FAULT_PROCESS_RUNNER,
+    NoRound.MTP_MODE: Rule.LINK_FAULT_MTP_MODE,
+    NoRound.NO_CHECKPOINT: Rule.LINK_FAULT_NO_CHECKPOINT,
+    NoRound.RESTORED_STEP_ZERO: Rule.LINK_FAULT_RESTORED_STEP_ZERO,
+}
+
 
 @dataclass(frozen=True)
 class Violation:
-    """A rule a scenario breaks: the field (``phases[1].proxy_faults[0].rank``) and why."""
+    """A rule a scenario breaks: the field (``phases[1].proxy_faults[0].rank``), why, and
+    which refusal (``docs/space.md`` classes each)."""
 
     field: str
     text: str
+    rule: Rule
 
 
 def is_finite(data: DataSpec) -> bool:

@@ -172,9 +172,9 @@ rank faults on its round files and what a relaunch meets in the job's directory.
 MAPPING_CHOICES = ("contiguous", "interleaved")
 AGGREGATION_CHOICES = ("store", "store_explicit", "dir")
 AGGREGATION_ODDS = (1, 1, 1)
-DOWNSTREAM_AGGREGATION_ODDS = (2, 1, 1)
-"""torchrun's store, the recipe's default, half the time; the hosted store and the job's
-``aggregate_dir`` (the smoke recipes' ``ZEPHON_AGGREGATE_DIR``) a quarter each."""
+DOWNSTREAM_AGGREGATION_ODDS = (3, 1, 1)
+"""torchrun's store, the recipe's default, three times in five; the hosted store and the job's
+``aggregate_dir`` (the smoke recipes' ``ZEPHON_AGGREGATE_DIR``) one in five each."""
 PERSIST_FORMATS = ("pickle", "json", "torch", "plain_json", "dcp")
 INPROC_PERSIST_ODDS = (1, 1, 1, 1, 0)
 """``dcp`` saves and loads on every rank together over a process group: threads have none."""

@@ -72,6 +72,9 @@ SHUFFLES: tuple[str, ...] = ("none", "streaming", "block", "block_warmup")
 """``shuffle`` buffer algorithms, none first."""
 TOKEN_LIMIT = 1 << 10
 """Tokens a row may have: a token id is its row's code times this plus its place in the row."""
+STAGE_RULES = ("stages-token-limit", "stages-need-tokens", "stages-values")
+"""The ids of ``StagesSpec.invalid``'s refusals (``scenario_rules.ids.Rule``, which this
+bottom layer cannot import): the token limit, a stage that needs tokens, any other value."""
 
 
 @dataclass(frozen=True)
@@ -103,20 +106,32 @@ class StagesSpec:
     def any(self) -> bool:
         return bool(self.tokens) or self.pack != "none" or self.shuffle != "none"
 
-    def invalid(self) -> tuple[str, str] | None:
-        """The first field no pipeline could run with, and why; None when all can."""
+    def invalid(self) -> tuple[str, str, str] | None:
+        """The first field no pipeline could run with, why, and the refusal's id
+        (``scenario_rules.ids.Rule``); None when all can."""
+        limit, tokens, values = STAGE_RULES
         checks = (
-            ("tokens", 0 <= self.tokens < TOKEN_LIMIT, f"must be 0 (off) to {TOKEN_LIMIT - 1}"),
-            ("drop_every", self.drop_every == 0 or self.drop_every >= 2, "must be 0 or 2+"),
-            ("drop_every", not self.drop_every or self.tokens, "needs tokens (the map drops)"),
-            ("pack", self.pack in PACKINGS, f"must be one of {PACKINGS}"),
-            ("pack", self.pack == "none" or self.tokens, "needs tokens to pack"),
-            ("pack_length", self.pack_length >= 1, "must be at least 1"),
-            ("pack_bins", self.pack_bins >= 1, "must be at least 1"),
-            ("shuffle", self.shuffle in SHUFFLES, f"must be one of {SHUFFLES}"),
-            ("shuffle_buffer", self.shuffle_buffer >= 1, "must be at least 1"),
+            (
+                "tokens",
+                0 <= self.tokens < TOKEN_LIMIT,
+                f"must be 0 (off) to {TOKEN_LIMIT - 1}",
+                limit,
+            ),
+            ("drop_every", self.drop_every == 0 or self.drop_every >= 2, "must be 0 or 2+", values),
+            (
+                "drop_every",
+                not self.drop_every or self.tokens,
+                "needs tokens (the map drops)",
+                tokens,
+            ),
+            ("pack", self.pack in PACKINGS, f"must be one of {PACKINGS}", values),
+            ("pack", self.pack == "none" or self.tokens, "needs tokens to pack", tokens),
+            ("pack_length", self.pack_length >= 1, "must be at least 1", values),
+            ("pack_bins", self.pack_bins >= 1, "must be at least 1", values),
+            ("shuffle", self.shuffle in SHUFFLES, f"must be one of {SHUFFLES}", values),
+            ("shuffle_buffer", self.shuffle_buffer >= 1, "must be at least 1", values),
         )
-        return next(((name, why) for name, ok, why in checks if not ok), None)
+        return next(((name, why, rule) for name, ok, why, rule in checks if not ok), None)
 
     def describe(self) -> str:
         """``tokens<=9 -1/3 -> pack first_fit(16, 4 bins) -> shuffle streaming(8)``, or ''."""
