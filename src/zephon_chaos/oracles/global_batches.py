@@ -101,6 +101,7 @@ class Verdict:
         self.draws = draws
         self.problems += draws.found()
         self.ok = self.ok and draws.ok
+
     lost_by_lane: dict[int, int] = field(default_factory=dict)
     """Per lane, how many of the samples the reference delivered there were never delivered."""
     repeated_by_lane: dict[int, int] = field(default_factory=dict)
@@ -271,6 +272,8 @@ def draws(reference: LaneStreams, phases: list[PhaseRecords], *, clip: bool = Tr
             verdict.problems += judge_rank(ph.phase, rec.rank, rec.lanes, drawn, expected, offset)
             verdict.ranks_compared += 1
     return verdict
+
+
 def by_lane(
     want: LaneStreams, actual: LaneStreams, missing: list[SampleId], duplicated: list[SampleId]
 ) -> tuple[dict[int, int], dict[int, int]]:
