@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,13 @@ class InprocScenarioRunner(ScenarioRunner, Closing):
     def close(self) -> None:
         """Close the stores the launches hosted (call once, after the last scenario)."""
         self.launcher.close()
+
+    def finish_launch(self) -> None:
+        """A rank thread's engines sit in reference cycles: collect them, so that what they
+        do at teardown (``RoundCoordinator.cleanup`` deletes the last retained result) is
+        done when the launch ends, as a rank process's exit does it, and not in the middle
+        of the next launch's view of what this one left (``runner.relaunches``)."""
+        gc.collect()
 
     def run(self, scenario: Scenario) -> ScenarioOutcome:
         reason = inproc_refusal(scenario.validate())

@@ -117,6 +117,10 @@ class ScenarioRunner:
     _launch_restarts: int = 0
     """torchrun ``--max-restarts`` of the launch being started (``Phase.max_restarts``)."""
 
+    def finish_launch(self) -> None:
+        """What a launch's ranks do at exit is done: a rank process has exited when its launch
+        returns (the in-process tier collects its threads' pipelines here)."""
+
     def open_proxy_faults(self) -> Any:
         """A Toxiproxy session for the scenario's proxy-faulted phases (closed at its end)."""
         from zephon_chaos.faults.scenario_proxy import ProxyFaultSession
@@ -217,6 +221,8 @@ class ScenarioRunner:
                     )
                 watching.close()
                 self._launch_restarts = 0
+                if world.place is not None and i < len(scenario.phases) - 1:
+                    self.finish_launch()  # Zephon's teardown done before the next one looks
                 world.after_launch(getattr(store_host, "serving", True))
                 if phase.max_restarts and phase.rank_faults:
                     # torchrun restarted the workers: attempt 0 up to the checkpoint attempt 1
