@@ -31,11 +31,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-
-import tomllib
 
 VERSION = "0.2.0"
 ROOT = Path(__file__).resolve().parents[1]
