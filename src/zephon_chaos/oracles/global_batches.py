@@ -250,10 +250,10 @@ def draws(reference: LaneStreams, phases: list[PhaseRecords], *, clip: bool = Tr
     starts is Zephon's to choose (``rank_draws``'s note). ``clip``: no lane goes past the
     reference's end (a run that ran dry)."""
     verdict = DrawVerdict()
-    saved: set[tuple[int, ...]] | None = None  # lane lists with a saved turn (None: fresh)
+    saved: dict[tuple[int, ...], int | None] | None = None  # lanes -> the turn's next lane
     for ph in phases:
         groups = representatives(ph.ranks, ph.tp)
-        turns, saved = saved, {tuple(rec.lanes) for rec in groups}
+        turns, saved = saved, _saved_turns(ph, groups, saved or {})
         if not ph.exact or ph.start is None or ph.end is None:
             continue
         end = ph.end
@@ -261,7 +261,10 @@ def draws(reference: LaneStreams, phases: list[PhaseRecords], *, clip: bool = Tr
             end = {lane: min(n, len(reference.get(lane, []))) for lane, n in end.items()}
         for rec in groups:
             drawn: list[Draw] = [(b.lane, list(b.ids)) for b in ph.kept(rec)]
-            expected = reference_draws(reference, rec.lanes, ph.start, end)
+            # A saved turn goes on where the last launch left it (Zephon restores
+            # ``rr_next_idx`` by lane list), which a moved turn before may have shifted.
+            going_on = None if turns is None else turns.get(tuple(rec.lanes))
+            expected = reference_draws(reference, rec.lanes, ph.start, end, going_on)
             if turns is not None and tuple(rec.lanes) not in turns and drawn and expected:
                 moved = reference_draws(reference, rec.lanes, ph.start, end, drawn[0][0])
                 if moved[0][0] != expected[0][0]:
@@ -272,6 +275,33 @@ def draws(reference: LaneStreams, phases: list[PhaseRecords], *, clip: bool = Tr
             verdict.problems += judge_rank(ph.phase, rec.rank, rec.lanes, drawn, expected, offset)
             verdict.ranks_compared += 1
     return verdict
+
+
+def _saved_turns(
+    ph: PhaseRecords, groups: list[RankRecord], before: dict[tuple[int, ...], int | None]
+) -> dict[tuple[int, ...], int | None]:
+    """The turns the checkpoint ``ph`` hands on saves, by lane list: where each goes on. A
+    rank that drew nothing hands on the turn it was given, if any; one given none and
+    drawing nothing saves none (the next launch's start is Zephon's to choose)."""
+    out: dict[tuple[int, ...], int | None] = {}
+    for rec in groups:
+        lanes = tuple(rec.lanes)
+        going_on = _next_in_turn(ph, rec)
+        if going_on is None:
+            going_on = before.get(lanes)
+        if going_on is not None:
+            out[lanes] = going_on
+    return out
+
+
+def _next_in_turn(ph: PhaseRecords, rec: RankRecord) -> int | None:
+    """The lane after the last one ``rec`` drew of what ``ph`` keeps: where its turn goes on
+    in the launch that restores the checkpoint (None: it drew nothing)."""
+    kept = ph.kept(rec)
+    if not kept:
+        return None
+    lanes = list(rec.lanes)
+    return lanes[(lanes.index(kept[-1].lane) + 1) % len(lanes)]
 
 
 def by_lane(

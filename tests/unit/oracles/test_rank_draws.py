@@ -176,3 +176,38 @@ def test_one_rank_per_dp_group_is_judged_its_peers_are_the_dp_group_oracles() ->
     verdict = track.verdict(REFERENCE)
     assert verdict is not None and verdict.draws is not None
     assert verdict.ok and verdict.draws.ranks_compared == 3
+
+
+def _moved_then_resumed(again: RankRecord) -> Resume:
+    """G 2 -> 1 on a boundary, where the one rank starts its new turn at lane 2 (Zephon's to
+    choose: no turn was saved for lanes 0-3) and checkpoints after one draw; then G 1 -> 1
+    resumes that checkpoint: ``again`` is that launch's rank."""
+    before = [rank(0, [0, 1], range(2)), rank(1, [2, 3], range(2))]
+    track = Resume().kept_with(PhaseRecords(2, before, 1, phase=0), dict.fromkeys(range(C), 2))
+    moved = RankRecord(0, lanes=[0, 1, 2, 3], batches=[Batch(0, 2, ids(2, 2), 0)])
+    track = track.kept_with(PhaseRecords(1, [moved], 1, phase=1), {0: 2, 1: 2, 2: 3, 3: 2})
+    return track.kept_with(PhaseRecords(1, [again], None, phase=2), dict.fromkeys(range(C), 4))
+
+
+def test_a_turn_moved_in_one_launch_goes_on_from_where_it_stopped_in_the_next() -> None:
+    """Zephon saves the turn's position with the checkpoint: the resumed rank goes on at lane
+    3, after the lane 2 it drew last, not at the first lane (a false finding once)."""
+    order = [(3, 2), (0, 2), (1, 2), (2, 3), (3, 3), (0, 3), (1, 3)]
+    again = RankRecord(
+        0,
+        lanes=[0, 1, 2, 3],
+        batches=[Batch(n, ln, ids(ln, s), 0) for n, (ln, s) in enumerate(order)],
+    )
+    verdict = _moved_then_resumed(again).verdict(REFERENCE)
+    assert verdict is not None and verdict.ok, verdict.describe()
+    restarted = RankRecord(
+        0,
+        lanes=[0, 1, 2, 3],
+        batches=[
+            Batch(n, ln, ids(ln, s), 0)
+            for n, (ln, s) in enumerate(sorted(order, key=lambda x: (x[1], x[0])))
+        ],
+    )
+    verdict = _moved_then_resumed(restarted).verdict(REFERENCE)
+    assert verdict is not None and not verdict.ok
+    assert any(p.kind is Kind.RANK_SEQUENCE_DIVERGED for p in verdict.problems), verdict.describe()
