@@ -1,10 +1,11 @@
 """Which process writes a checkpoint round's keys, under runner ``process`` or ``mtp_mode``?
 
-The evidence behind ``docs/space.md``'s rows on ``NoRound.PROCESS_RUNNER`` and
-``NoRound.MTP_MODE``: two rank processes (world 2, C=2) aggregate through a local TCPStore
-wrapped in the harness's interposer (``chaos://``), draw three batches and checkpoint once;
-each rank prints its pid, what drawing and checkpointing gave (ok, or the error), and the
-pids and round points of the writes its interposer saw.
+The evidence behind ``docs/space.md`` on ``runner: process`` (the round runs in the rank, so
+faults inside it are allowed there) and its rows on ``NoRound.MTP_MODE``: two rank processes
+(world 2, C=2) aggregate through a local TCPStore wrapped in the harness's interposer
+(``chaos://``), draw three batches and checkpoint once; each rank prints its pid, what drawing
+and checkpointing gave (ok, or the error), and the pids and round points of the writes its
+interposer saw.
 
 Usage: PYTHONPATH=src python scripts/round_writer_probe.py {inline|process|mtp}
 """

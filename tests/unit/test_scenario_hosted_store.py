@@ -159,6 +159,17 @@ def test_the_strategies_reach_each_hosted_store_fault_and_land_on_its_cell(actio
     assert landed in cells_of(s, None) and space.why_not(landed) is None
 
 
+def test_the_strategies_reach_a_hosted_store_fault_under_the_process_runner() -> None:
+    """The recipe's runner: the rank process runs the round, so its store can be faulted."""
+    find(
+        scenarios(tier="torchrun"),
+        lambda s: s.pipeline.runner == "process" and any(ph.store_faults for ph in s.phases),
+        settings=settings(
+            max_examples=3000, deadline=None, database=None, phases=(HPhase.generate,)
+        ),
+    )
+
+
 def test_the_declared_space_says_why_threads_reach_no_hosted_store_fault_or_restart() -> None:
     space = declare("inproc")
     assert space.why_not(cell(Dim.HOSTED_STORE_FAULT, "kill", "shard")) is not None

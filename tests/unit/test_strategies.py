@@ -199,8 +199,9 @@ STORE_FAULTS = scenarios(tier="torchrun", store_faults=True)
         lambda s: any(f.at == "start" for _, f, _ in _link_faults(s)),
         lambda s: any(f.at == "outcome" for _, f, _ in _link_faults(s)),
         lambda s: any(f.at == "ack" for _, f, _ in _link_faults(s)),
+        lambda s: bool(_link_faults(s)) and s.pipeline.runner == "process",
     ],
-    ids=[*STORE_TOXICS, *RETRIES[1:], "at-start", "at-outcome", "at-ack"],
+    ids=[*STORE_TOXICS, *RETRIES[1:], "at-start", "at-outcome", "at-ack", "process-runner"],
 )
 def test_the_store_fault_strategy_reaches(feature) -> None:
     find(STORE_FAULTS, feature, settings=REACH)
@@ -231,7 +232,7 @@ def test_a_link_fault_can_act_where_it_is_placed(scenario: Scenario) -> None:
         assert scenario.pipeline.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
         p = scenario.pipeline
         assert p.aggregation in STORE_AGGREGATIONS
-        assert p.runner != "process" and not p.mtp_mode
+        assert not p.mtp_mode  # the MTP child runs the round (under runner process the rank)
 
 
 def _point_faults(s: Scenario) -> list[tuple[int, RankFault, str]]:
@@ -257,6 +258,7 @@ TORCHRUN = scenarios(tier="torchrun")
         lambda s: any(f.at.startswith("shard") and f.rank > 0 for _, f, _ in _point_faults(s)),
         lambda s: bool(_point_faults(s)) and s.pipeline.aggregation == "store_explicit",
         *[lambda s, r=r: any(x == r for _, _, x in _point_faults(s)) for r in RETRIES[1:]],
+        lambda s: bool(_point_faults(s)) and s.pipeline.runner == "process",
     ],
     ids=[
         *RANK_POINT_ACTIONS,
@@ -266,6 +268,7 @@ TORCHRUN = scenarios(tier="torchrun")
         "follower-shard",
         "explicit-store",
         *RETRIES[1:],
+        "process-runner",
     ],
 )
 def test_the_torchrun_strategy_reaches_rank_faults_at_round_points(feature) -> None:
@@ -284,7 +287,7 @@ def test_a_round_point_rank_fault_can_fire_where_it_is_placed(scenario: Scenario
         assert f.action in RANK_POINT_ACTIONS and 1 <= point[1] <= len(ph.checkpoints)
         assert ph.world_size >= 2 and p.aggregation in POINT_AGGREGATIONS
         assert p.aggregation != "dir" or point[0] != "participants"  # no file for it
-        assert p.runner != "process" and not p.mtp_mode and scenario.persist_format != "dcp"
+        assert not p.mtp_mode and scenario.persist_format != "dcp"
         assert (f.rank == 0) == (point[0] in LEADER_POINTS) or point[0] in ("shard", "participants")
         assert point[0] != "ack" or f.rank > 0
         assert p.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S

@@ -36,10 +36,13 @@ ACTED = {
 }
 
 
-def faulted_scenario(fault: StoreFault, *phases: Phase) -> Scenario:
+def faulted_scenario(fault: StoreFault, *phases: Phase, runner: str = "inline") -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(
-            canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
+            canonical_replicas=2,
+            runner=runner,  # type: ignore[arg-type]
+            aggregation="store_explicit",
+            aggregate_timeout_s=TIMEOUT_S,
         ),
         phases=(Phase(2, 3, CPS, store_faults=(fault,)), *(phases or (Phase(2, 2),))),
         name=f"hosted-{fault.action}",
@@ -47,21 +50,34 @@ def faulted_scenario(fault: StoreFault, *phases: Phase) -> Scenario:
 
 
 @pytest.mark.parametrize(
-    "fault",
+    ("fault", "runner"),
     [
-        pytest.param(StoreFault("restart", "shard#2"), id="restart-at-shard2"),
+        pytest.param(StoreFault("restart", "shard#2"), "inline", id="restart-at-shard2"),
         pytest.param(
-            StoreFault("kill", "announce#2"), id="kill-at-announce2", marks=pytest.mark.slow
+            StoreFault("kill", "announce#2"),
+            "inline",
+            id="kill-at-announce2",
+            marks=pytest.mark.slow,
         ),
         pytest.param(
-            StoreFault("sigstop", "shard#1", 1.0), id="stop-1s-at-shard1", marks=pytest.mark.slow
+            StoreFault("sigstop", "shard#1", 1.0),
+            "inline",
+            id="stop-1s-at-shard1",
+            marks=pytest.mark.slow,
+        ),
+        # The downstream's runner: its worker processes run stage ops, the rank the round.
+        pytest.param(
+            StoreFault("restart", "shard#2"),
+            "process",
+            id="restart-at-shard2-process-runner",
+            marks=pytest.mark.slow,
         ),
     ],
 )
 def test_a_hosted_store_fault_ends_its_round_and_the_next_launch_resumes(
-    resume_check, fault: StoreFault
+    resume_check, fault: StoreFault, runner: str
 ) -> None:
-    outcome = resume_check(faulted_scenario(fault))
+    outcome = resume_check(faulted_scenario(fault, runner=runner))
     run, after = outcome.phases
     stored = run.fault
     assert isinstance(stored, StoreFaultLaunch), outcome.report()

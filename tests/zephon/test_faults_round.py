@@ -42,6 +42,10 @@ POINTS = {  # point -> the ranks that write it (of 2): leader 0, follower 1
     "ack": (1,),
 }
 DEFAULT_RUN = {("sigkill", "shard", 1), ("sigstop", "shard", 1), ("raise", "outcome", 0)}
+PROCESS_RUNNER_RUN = {("sigkill", "shard", 1), ("raise", "announce", 0)}
+"""Faults under ``runner: process`` (the downstream's runner: worker processes run stage ops
+only, and the round runs in the rank process, through its own interposer). Slow: every launch
+starts each rank's workers (30-120 s a scenario on 2 loaded cores, warm lane)."""
 
 
 def round_cases(writers: dict[str, tuple[int, ...]] = POINTS) -> list[Any]:
@@ -61,11 +65,34 @@ def round_cases(writers: dict[str, tuple[int, ...]] = POINTS) -> list[Any]:
     ]
 
 
-def faulted_scenario(fault: RankFault, aggregation: str = "store", retry: str = "none") -> Scenario:
+def process_runner_cases() -> list[Any]:
+    """``PROCESS_RUNNER_RUN`` under ``runner: process`` (each launch starts worker processes)."""
+    return [
+        pytest.param(
+            action,
+            point,
+            rank,
+            "process",
+            id=f"{action}-{point}-{'leader' if rank == 0 else 'follower'}-process-runner",
+            marks=pytest.mark.slow,
+        )
+        for action, point, rank in sorted(PROCESS_RUNNER_RUN)
+    ]
+
+
+def inline(cases: list[Any]) -> list[Any]:
+    """``cases`` under runner ``inline``, with their ids and marks."""
+    return [pytest.param(*case.values, "inline", id=case.id, marks=case.marks) for case in cases]
+
+
+def faulted_scenario(
+    fault: RankFault, aggregation: str = "store", retry: str = "none", runner: str = "inline"
+) -> Scenario:
     """Round 2 is faulted, so checkpoint 0 is persisted first and the relaunch restores it."""
     return Scenario(
         pipeline=PipelineSpec(
             canonical_replicas=2,
+            runner=runner,  # type: ignore[arg-type]
             aggregation=aggregation,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
@@ -86,12 +113,14 @@ def fired(run: Any, fault: RankFault) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize(("action", "point", "rank"), round_cases())
+@pytest.mark.parametrize(
+    ("action", "point", "rank", "runner"), [*inline(round_cases()), *process_runner_cases()]
+)
 def test_a_rank_faulted_at_a_round_point_fails_the_round_and_the_relaunch_resumes(
-    resume_check, action: str, point: str, rank: int
+    resume_check, action: str, point: str, rank: int, runner: str
 ) -> None:
     fault = RankFault(rank, 0, action, at=f"{point}#2")
-    outcome = resume_check(faulted_scenario(fault))
+    outcome = resume_check(faulted_scenario(fault, runner=runner))
     assert_round_fault_judged(outcome, fault)
 
 

@@ -213,25 +213,42 @@ def test_each_rank_reaches_the_store_through_its_own_proxy(chaos) -> None:
         assert verdict.outcome == oracle.COMPLETED, verdict.describe()
 
 
-def test_a_failed_round_resumes_from_the_previous_checkpoint(resume_check) -> None:
-    """The scenario model's proxy fault: the round fails, the relaunch keeps batch identity."""
+@pytest.mark.parametrize(
+    ("fault", "runner", "verdict"),
+    [
+        pytest.param(ProxyFault(1, DOWN, at="shard#2"), "inline", oracle.FAILED, id="cut-shard"),
+        pytest.param(
+            ProxyFault(1, "reset_peer", {"timeout": 0}, "upstream", at="ack#2"),
+            "process",
+            oracle.SPLIT,
+            id="reset-ack-process-runner",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_a_failed_round_resumes_from_the_previous_checkpoint(
+    resume_check, fault: ProxyFault, runner: str, verdict: str
+) -> None:
+    """The scenario model's proxy fault ends the round: a follower's link cut before its shard
+    fails it on every rank; its ack reset on the way splits it (the follower returned it, the
+    leader failed waiting). The relaunch resumes checkpoint 0 with batch identity. Under
+    ``runner: process`` (the downstream's) the rank process runs the round, as inline does."""
     scenario = Scenario(
-        pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
+        pipeline=PipelineSpec(
+            canonical_replicas=2,
+            runner=runner,  # type: ignore[arg-type]
+            aggregate_timeout_s=TIMEOUT_S,
+        ),
         phases=(
-            Phase(
-                2,
-                3,
-                (CheckpointAt(1), CheckpointAt(2)),
-                proxy_faults=(ProxyFault(1, DOWN, at="shard#2"),),
-            ),
+            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
             Phase(2, 2),
         ),
-        name="cut-then-resume",
+        name=f"{fault.toxic}-{fault.at}-then-resume",
     )
     outcome = resume_check(scenario)
     assert outcome.ok, outcome.report()
     faulted = outcome.phases[0]
-    assert faulted.fault.verdict.outcome == oracle.FAILED, faulted.fault.verdict.describe()
+    assert faulted.fault.verdict.outcome == verdict, faulted.fault.verdict.describe()
     assert faulted.fault.evidence, "no evidence that the proxy fault acted"
     assert faulted.restore_index == 0
     assert outcome.verdict is not None and outcome.verdict.ok

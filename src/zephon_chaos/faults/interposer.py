@@ -272,7 +272,8 @@ def _factory(uri: str, timeout_s: float) -> Any:
     if plan is None:
         raise InterposerError(
             f"{uri!r} names no interposer plan of this process; the chaos:// store is built "
-            "where interpose_uri() ran (use runner inline or threads, not process or mtp_mode)"
+            "where interpose_uri() ran: the rank's own process (any runner), not the MTP "
+            "child mtp_mode spawns; drop mtp_mode"
         )
     inner = open_kv_store(f"torch://{parsed.netloc}", timeout_s=timeout_s)
     return InterposedStore(inner, plan)

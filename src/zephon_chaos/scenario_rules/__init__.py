@@ -35,14 +35,15 @@ Rules, per launch ``i`` (C: its canonical_replicas):
   point, in round n at most the checkpoint count, and not beside ``dcp`` persistence (a
   split outcome would block its collective save);
 * link faults (``proxy_faults``) only where a checkpoint round can time them: two or more
-  ranks, aggregation through a store (``store`` or ``store_explicit``), a runner other than
-  ``process``, no ``mtp_mode``, at least one checkpoint, and not a restored launch that
-  checkpoints before its first batch; the leader-only points (announce, outcome) on rank 0,
-  the follower-only one (ack) elsewhere; a ``reset_peer`` at a round point (at start it
-  resets nothing); the n-th round at most the launch's checkpoint count; a retry policy only
-  with a link fault or a round-point rank fault that leaves its rank alive (``raise``,
-  ``sigstop``): an ``exit``, SIGKILL or SIGTERM ends its rank, and torchrun's agent ends the
-  group within one monitor interval, long before any round could fail and be retried;
+  ranks, aggregation through a store (``store`` or ``store_explicit``), no ``mtp_mode`` (the
+  MTP child runs the round; under ``runner: process`` the rank does, as under ``inline``), at
+  least one checkpoint, and not a restored launch that checkpoints before its first batch;
+  the leader-only points (announce, outcome) on rank 0, the follower-only one (ack)
+  elsewhere; a ``reset_peer`` at a round point (at start it resets nothing); the n-th round
+  at most the launch's checkpoint count; a retry policy only with a link fault or a
+  round-point rank fault that leaves its rank alive (``raise``, ``sigstop``): an ``exit``,
+  SIGKILL or SIGTERM ends its rank, and torchrun's agent ends the group within one monitor
+  interval, long before any round could fail and be retried;
 * over finite data the last launch can run dry (it would otherwise stop with lanes out of
   step, which the batch oracle cannot compare);
 * ``sync: free`` only with two or more ranks (one rank is late for no one); a lag

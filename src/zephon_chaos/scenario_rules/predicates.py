@@ -132,11 +132,16 @@ class Refusal(Enum):
 
 
 class NoRound(Enum):
-    """Why no checkpoint round of a launch can time a link fault or a round-point rank fault."""
+    """Why no checkpoint round of a launch can time a link fault or a round-point rank fault.
+
+    ``runner: process`` is no reason: its worker processes run stage ops only, and the round
+    runs in the rank process through the rank's own store client (Zephon 0.2.0
+    ``Engine.__getstate__`` refuses to be pickled to a worker; ``Engine.state_dict`` runs the
+    round; ``scripts/round_writer_probe.py process``). ``mtp_mode`` is one: the round runs in
+    the MTP child."""
 
     ONE_RANK = "one rank never contacts the store"
     NOT_STORE = "aggregation 'dir' has no store, so no rank's store traffic to time or fault"
-    PROCESS_RUNNER = "worker processes write the round, not the rank whose link is faulted"
     MTP_MODE = "the MTP child writes the round, not the rank whose link is faulted"
     NO_CHECKPOINT = "the launch takes no checkpoint, so it runs no round"
     RESTORED_STEP_ZERO = (
@@ -164,7 +169,6 @@ class NoRound(Enum):
 _RANK_POINT_RULES = {
     NoRound.ONE_RANK: Rule.RANK_POINT_ONE_RANK,
     NoRound.NOT_STORE: Rule.AGGREGATION_KNOWN,
-    NoRound.PROCESS_RUNNER: Rule.RANK_POINT_PROCESS_RUNNER,
     NoRound.MTP_MODE: Rule.RANK_POINT_MTP_MODE,
     NoRound.NO_CHECKPOINT: Rule.RANK_POINT_NO_CHECKPOINT,
     NoRound.RESTORED_STEP_ZERO: Rule.RANK_POINT_RESTORED_STEP_ZERO,
@@ -172,7 +176,6 @@ _RANK_POINT_RULES = {
 _LINK_FAULT_RULES = {
     NoRound.ONE_RANK: Rule.LINK_FAULT_ONE_RANK,
     NoRound.NOT_STORE: Rule.LINK_FAULT_NOT_STORE,
-    NoRound.PROCESS_RUNNER: Rule.LINK_FAULT_PROCESS_RUNNER,
     NoRound.MTP_MODE: Rule.LINK_FAULT_MTP_MODE,
     NoRound.NO_CHECKPOINT: Rule.LINK_FAULT_NO_CHECKPOINT,
     NoRound.RESTORED_STEP_ZERO: Rule.LINK_FAULT_RESTORED_STEP_ZERO,
@@ -261,8 +264,6 @@ def no_round(
         return NoRound.ONE_RANK
     if p.aggregation not in aggregations:
         return NoRound.NOT_STORE
-    if p.runner == "process":
-        return NoRound.PROCESS_RUNNER
     if p.mtp_mode:
         return NoRound.MTP_MODE
     if not ph.checkpoints:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.inproc import inproc_refused
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError
-from zephon_chaos.scenario_rules import Rule
+from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError, StoreFault
+from zephon_chaos.scenario_rules import Rule, normalised
 from zephon_chaos.workload.spec import STAGE_RULES, CheckpointAt, PipelineSpec, RankFault
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -76,10 +76,13 @@ def test_every_rule_is_still_applied_by_the_code() -> None:
     assert not unused, f"rules the code no longer applies (drop them and their rows): {unused}"
 
 
-def _store_pair(runner: str = "inline", persist: str = "pickle", **first: object) -> Scenario:
-    """Two launches of two ranks through torchrun's store, the first faulted by ``first``."""
+def _store_pair(
+    runner: str = "inline", persist: str = "pickle", aggregation: str = "store", **first: object
+) -> Scenario:
+    """Two launches of two ranks through a store (torchrun's unless ``aggregation`` says the
+    harness's), the first faulted by ``first``."""
     return Scenario(
-        pipeline=PipelineSpec(canonical_replicas=4, runner=runner),  # type: ignore[arg-type]
+        pipeline=PipelineSpec(canonical_replicas=4, runner=runner, aggregation=aggregation),  # type: ignore[arg-type]
         phases=(Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), **first), Phase(2, 2)),  # type: ignore[arg-type]
         persist_format=persist,
     )
@@ -90,8 +93,6 @@ IN_ROUND = RankFault(1, 0, "sigkill", at="ack")
 AT_STEP = RankFault(1, 1, "exit", restart=0)
 
 REFUSED = {
-    "link-fault-process-runner": _store_pair("process", proxy_faults=(LINK,)),
-    "rank-point-process-runner": _store_pair("process", rank_faults=(IN_ROUND,)),
     "rank-point-dcp": _store_pair(persist="dcp", rank_faults=(IN_ROUND,)),
     "restart-fault-at-step": _store_pair(max_restarts=1, rank_faults=(IN_ROUND,)),
     "restarts-in-lockstep": _store_pair(max_restarts=1, rank_faults=(AT_STEP,), sync="free"),
@@ -108,6 +109,24 @@ def test_a_refusal_names_the_rule_its_row_classes(rule: str) -> None:
         REFUSED[rule].validate()
     assert refused.value.rule is Rule(rule)
     assert rule in classes(SPACE.read_text())
+
+
+PUT_BACK = {
+    "link-fault": _store_pair("process", proxy_faults=(LINK,)),
+    "rank-point": _store_pair("process", rank_faults=(IN_ROUND,)),
+    "store-fault": _store_pair(
+        "process", aggregation="store_explicit", store_faults=(StoreFault("restart", "shard#2"),)
+    ),
+}
+"""Faults inside a round under ``runner: process``, once refused (``*-process-runner``) on the
+false reason that worker processes write the round: the rank process does (docs/space.md)."""
+
+
+@pytest.mark.parametrize("fault", sorted(PUT_BACK))
+def test_a_fault_inside_a_round_under_the_process_runner_is_allowed(fault: str) -> None:
+    s = PUT_BACK[fault]
+    assert s.validate() is s
+    assert normalised(s) == s
 
 
 def test_the_in_process_tier_names_its_rule_too() -> None:
