@@ -56,7 +56,9 @@ def defined_defects() -> Iterator[tuple[str, str, KnownDefect]]:
         own = top_level_names(file)
         for name, value in vars(module).items():
             if isinstance(value, KnownDefect) and name in own:
-                yield file.relative_to(PACKAGE).as_posix(), name, value
+                # The imported package: the checkout's src/ or an installed wheel (tox).
+                installed = Path(known.__file__).resolve().parents[2]
+                yield file.resolve().relative_to(installed).as_posix(), name, value
 
 
 def is_xfail(node: ast.AST) -> bool:

@@ -118,6 +118,7 @@ def test_every_option_has_an_ini_twin_the_command_line_overrides(
 
 
 def test_no_profile_is_loaded_unless_asked(pytester: pytest.Pytester, no_profile_env: None) -> None:
+    pytester.makeini("[pytest]\n")  # no ini of an enclosing folder (tox's temp dir) applies
     pytester.makepyfile(SHOW_SETTINGS)
     result = pytester.runpytest_subprocess("-s")
     result.assert_outcomes(passed=1)

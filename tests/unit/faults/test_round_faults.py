@@ -72,7 +72,6 @@ REFUSED = {
     "one rank on aggregate_dir": (
         RankFault(0, 0, "raise", at="shard"), {"world": 1, "aggregation": "dir"}, ".at: no round"
     ),
-    "worker processes": (RankFault(1, 0, "raise", at="shard"), {"runner": "process"}, ".at: no"),
     "mtp_mode": (RankFault(1, 0, "raise", at="shard"), {"mtp_mode": True}, ".at: no"),
     "one rank": (RankFault(0, 0, "raise", at="shard"), {"world": 1}, ".at: no round"),
     "a stop at a step": (RankFault(1, 1, "sigstop"), {}, ".at: a sigstop at a step"),
