@@ -117,12 +117,28 @@ def test_every_option_has_an_ini_twin_the_command_line_overrides(
     result.stdout.fnmatch_lines([f"*{shown}"])
 
 
+PROFILE_ONLY = """
+from hypothesis import settings
+
+
+def test_profile():
+    print("PROFILE", settings.get_current_profile_name(), settings().max_examples)
+"""
+
+
 def test_no_profile_is_loaded_unless_asked(pytester: pytest.Pytester, no_profile_env: None) -> None:
+    """The session's profile is Hypothesis's own choice, as without the plugin: ``default``,
+    or Hypothesis's built-in ``ci`` where a CI variable is set (as under ``.ci/run``)."""
     pytester.makeini("[pytest]\n")  # no ini of an enclosing folder (tox's temp dir) applies
-    pytester.makepyfile(SHOW_SETTINGS)
+    pytester.makepyfile(test_profile=PROFILE_ONLY)
+    runs = [pytester.runpytest_subprocess("-s", *off) for off in (("-p", "no:zephon_chaos"), ())]
+    plain, with_plugin = ([ln for ln in r.outlines if "PROFILE " in ln] for r in runs)
+    assert plain and with_plugin == plain  # same profile, same settings (ours: 25 examples)
+    own = plain[0].split("PROFILE ", 1)[1].split()[0]
+    pytester.makepyfile(test_profile=SHOW_SETTINGS)
     result = pytester.runpytest_subprocess("-s")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*SETTINGS cli 120.0 None default"])
+    result.stdout.fnmatch_lines([f"*SETTINGS cli 120.0 None {own}"])
 
 
 BAD_SETTINGS = {
