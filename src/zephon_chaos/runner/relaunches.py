@@ -10,6 +10,7 @@ problem (``HarnessGap.CHANGED_BETWEEN_LAUNCHES``), never a repair it may make.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from zephon_chaos.deployment import Deployment
@@ -24,6 +25,16 @@ from zephon_chaos.launch.leftover_round import (
 from zephon_chaos.workload.spec import WorkloadSpec
 
 
+@dataclass(frozen=True)
+class Meeting:
+    """What a launch met of the ones before: the round left open in its namespace, whether
+    the deployment's operator step cleared it, and a change the harness cannot account for."""
+
+    round: LeftoverRound | None = None
+    cleared: bool = False
+    problems: tuple[HarnessProblem, ...] = ()
+
+
 class Relaunches:
     """The world a scenario's launches share, seen between them."""
 
@@ -36,8 +47,6 @@ class Relaunches:
         """Zephon's state at ``place`` as the last launch left it (None: nothing to hold to)."""
         self.found: tuple[object, ...] | None = None
         """Zephon's state at ``place`` as the next launch found it, before any operator step."""
-        self._problems: dict[int, list[HarnessProblem]] = {}
-        self._launch = -1
 
     def directory(self, out: Path) -> Path:
         """``aggregate_dir`` of the launch writing to ``out``: the job's, or its own."""
@@ -55,34 +64,32 @@ class Relaunches:
         a store a fault killed): nothing of the last launch's state is there to hold to."""
         self.left = None
 
-    def before_launch(self, spec: WorkloadSpec) -> tuple[LeftoverRound | None, bool]:
-        """What the next launch meets, and whether the operator step removed it first."""
-        self._launch += 1
+    def before_launch(self, spec: WorkloadSpec, launch: int) -> Meeting:
+        """What launch ``launch`` (``spec``) meets, and whether the operator step removed it."""
         scope = launch_scope(spec)
         if self.place is None or scope is None:
-            return None, False
-        self.found = self.place.snapshot(self.scopes)  # the scopes the last snapshot read
-        self.scopes = tuple(dict.fromkeys((*self.scopes, scope)))
-        if self.left is not None and self.found != self.left:
-            self._problems.setdefault(self._launch, []).append(
-                HarnessProblem(
-                    HarnessGap.CHANGED_BETWEEN_LAUNCHES,
-                    f"before launch {self._launch}, Zephon's state at {self._where()} is not "
-                    "what the last launch left, and no step of the deployment changed it",
+            return Meeting()
+        changed: tuple[HarnessProblem, ...] = ()
+        if self.left is not None:
+            self.found = self.place.snapshot(self.scopes)  # the scopes the last snapshot read
+            if self.found != self.left:
+                changed = (
+                    HarnessProblem(
+                        HarnessGap.CHANGED_BETWEEN_LAUNCHES,
+                        f"before launch {launch}, Zephon's state at {self._where()} is not "
+                        "what the last launch left, and no step of the deployment changed it",
+                    ),
                 )
-            )
+        self.scopes = tuple(dict.fromkeys((*self.scopes, scope)))
         met = self.place.open_round(scope)
         if met is not None and self.deployment.operator == "clear_failed_rounds":
             self.place.clear(met)
-            return met, True
-        return met, False
+            return Meeting(met, True, changed)
+        return Meeting(met, False, changed)
 
     def after_launch(self, serving: bool) -> None:
         """Hold to what the launch left (a store a fault left dead holds nothing)."""
         self.left = self.place.snapshot(self.scopes) if self.place and serving else None
-
-    def problems(self, launch: int) -> list[HarnessProblem]:
-        return self._problems.pop(launch, [])
 
     def _where(self) -> str:
         place = self.place

@@ -189,7 +189,7 @@ class ScenarioRunner:
                         world.fresh_store()
                     spec = replace(spec, store_uri=f"torch://{store_host.endpoint}")
                     world.use_store(store_host.endpoint)
-                met = world.before_launch(spec)
+                met = world.before_launch(spec, i)
                 faulted = None
                 stored = None
                 if phase.store_faults:
@@ -239,8 +239,8 @@ class ScenarioRunner:
                 c = scenario.canonical_replicas(i)
                 cps = ckpt_oracle.check(records, c, failures_judged=phase.retry == "skip")
                 run = PhaseRun(i, phase, spec, result, records, cps)
-                run.met_round, run.cleared_round = met
-                outcome.harness_problems += world.problems(i)
+                run.met_round, run.cleared_round = met.round, met.cleared
+                outcome.harness_problems += met.problems
                 if faulted is not None:
                     run.held = proxy_faults.held(faulted)
                 outcome.phases.append(run)

@@ -12,7 +12,7 @@ import pytest
 from zephon_chaos.deployment import Deployment
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.leftover_round import DirRounds, LeftoverRound, StoreRounds
-from zephon_chaos.runner.relaunches import Relaunches
+from zephon_chaos.runner.relaunches import Meeting, Relaunches
 from zephon_chaos.workload.spec import PipelineSpec, WorkloadSpec
 
 SCOPE = "zc-run-0"
@@ -44,26 +44,24 @@ def store() -> Iterator[Any]:
 def test_a_relaunch_meets_the_directory_as_the_last_launch_left_it(tmp_path: Path) -> None:
     world = Relaunches(Deployment(), tmp_path / "aggregate")
     base = world.directory(tmp_path / "phase0")
-    assert world.before_launch(_spec()) == (None, False)
+    assert world.before_launch(_spec(), 0) == Meeting()
     _leave_a_failed_round(base)
     world.after_launch(serving=True)
     assert world.directory(tmp_path / "phase1") == base, "one directory for the job"
-    met = world.before_launch(_spec())
-    assert met == (LeftoverRound(f"{SCOPE}/.zephon_agg", "17", failed=True), False)
+    met = world.before_launch(_spec(), 1)
+    assert met == Meeting(LeftoverRound(f"{SCOPE}/.zephon_agg", "17", failed=True), False)
     assert world.found == world.left, "the harness changed nothing"
-    assert world.problems(1) == []
     assert (base / SCOPE / ".zephon_agg" / "round.current").exists()
 
 
 def test_a_directory_per_launch_is_a_fresh_one(tmp_path: Path) -> None:
     world = Relaunches(Deployment(aggregate_dir="launch"), tmp_path / "aggregate")
     first = world.directory(tmp_path / "phase0")
-    world.before_launch(_spec())
+    world.before_launch(_spec(), 0)
     _leave_a_failed_round(first)
     world.after_launch(serving=True)
     assert world.directory(tmp_path / "phase1") != first
-    assert world.before_launch(_spec()) == (None, False)
-    assert world.problems(1) == []
+    assert world.before_launch(_spec(), 1) == Meeting()
 
 
 def test_a_change_between_launches_that_no_step_makes_is_the_harness_problem(
@@ -71,43 +69,39 @@ def test_a_change_between_launches_that_no_step_makes_is_the_harness_problem(
 ) -> None:
     world = Relaunches(Deployment(), tmp_path / "aggregate")
     base = world.directory(tmp_path / "phase0")
-    world.before_launch(_spec())
+    world.before_launch(_spec(), 0)
     agg = _leave_a_failed_round(base)
     world.after_launch(serving=True)
     (agg / "round.current").unlink()  # what the harness used to do, unasked
     world.directory(tmp_path / "phase1")
-    world.before_launch(_spec())
-    (problem,) = world.problems(1)
+    (problem,) = world.before_launch(_spec(), 1).problems
     assert problem.gap is HarnessGap.CHANGED_BETWEEN_LAUNCHES
 
 
 def test_the_operator_step_clears_the_round_after_the_check(tmp_path: Path) -> None:
     world = Relaunches(Deployment(operator="clear_failed_rounds"), tmp_path / "aggregate")
     base = world.directory(tmp_path / "phase0")
-    world.before_launch(_spec())
+    world.before_launch(_spec(), 0)
     agg = _leave_a_failed_round(base)
     world.after_launch(serving=True)
     world.directory(tmp_path / "phase1")
-    met, cleared = world.before_launch(_spec())
-    assert met is not None and cleared
+    met = world.before_launch(_spec(), 1)
+    assert met.round is not None and met.cleared and met.problems == ()
     assert not (agg / "round.current").exists()
     assert (agg / "failed_17.txt").exists(), "only the announcement goes"
-    assert world.problems(1) == []
 
 
 def test_the_hosted_store_is_checked_key_for_key(store: Any) -> None:
     world = Relaunches(Deployment(), Path("unused"))
     world.use_store(store.endpoint)
-    world.before_launch(_spec())
+    world.before_launch(_spec(), 0)
     store.store.set(f"zephon/{SCOPE}/round", '{"round": "5", "ts": 0}')
     world.after_launch(serving=True)
-    met, cleared = world.before_launch(_spec())
-    assert met == LeftoverRound(f"zephon/{SCOPE}", "5") and not cleared
-    assert world.problems(1) == []
+    met = world.before_launch(_spec(), 1)
+    assert met == Meeting(LeftoverRound(f"zephon/{SCOPE}", "5"))
     world.after_launch(serving=True)
     store.store.delete_key(f"zephon/{SCOPE}/round")
-    world.before_launch(_spec())
-    (problem,) = world.problems(2)
+    (problem,) = world.before_launch(_spec(), 2).problems
     assert problem.gap is HarnessGap.CHANGED_BETWEEN_LAUNCHES
 
 
