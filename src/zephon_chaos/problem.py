@@ -31,6 +31,9 @@ class Area(StrEnum):
     """The global-batch oracle under the exact contract."""
     BATCHES_MID_WINDOW = "batches-mid-window"
     """The global-batch oracle under the mid-window contract."""
+    VERIFY = "verify"
+    """A merged checkpoint free-running ranks got, resumed by a verification launch of its
+    own (``runner.verify``), did not deliver the reference's batches from where it stood."""
     CHECKPOINT = "checkpoint"
     """The checkpoint oracle (``oracles.checkpoints``)."""
     POLICY = "policy"

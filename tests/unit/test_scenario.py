@@ -262,7 +262,15 @@ RESET = {"timeout": 0}
 REFUSED_OR_REPAIRED = {
     "free-running-one-rank": (Scenario(phases=(Phase(1, 2, sync="free"),)), "phases[0].sync"),
     "lag-under-lockstep": (_lagged(sync="lockstep"), "phases[0].lags"),
-    "lag-with-independent-retry": (_lagged(retry="independent"), "phases[0].retry"),
+    "drift-beside-an-agreement": (_lagged(lags=(RankLag(1, by=1),)), "phases[0].retry"),
+    "drift-past-the-checkpoints": (
+        _lagged(lags=(RankLag(1, checkpoint=1, by=1),), retry="independent"),
+        "phases[0].lags[0]",
+    ),
+    "independent-lag-beside-dcp": (
+        _lagged(retry="independent").with_(persist_format="dcp"),
+        "phases[0].retry",
+    ),
     "lag-past-the-checkpoints": (_lagged(lags=(RankLag(1, checkpoint=2),)), "phases[0].lags[0]"),
     "lag-waiting-for-itself": (_lagged(lags=(RankLag(1, waits_for=1),)), "phases[0].lags[0]"),
     "two-lags": (_lagged(lags=(RankLag(1), RankLag(0, checkpoint=1))), "phases[0].lags"),

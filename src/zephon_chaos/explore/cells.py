@@ -60,6 +60,7 @@ class Dim(Enum):
     STORE_FAULT_OUTCOME = "store fault outcome"
     SYNC = "sync (how ranks arrive at a checkpoint)"
     LAG = "lag (who is late, policy after the late round)"
+    DRIFT = "drift (a lag of whole checkpoint intervals, policy after it)"
     HOSTED_STORE_FAULT = "hosted store fault (action, round point)"
     HOSTED_STORE_OUTCOME = "hosted store fault outcome"
     RESTARTS = "torchrun --max-restarts"
@@ -137,6 +138,10 @@ class Why(Enum):
         "message over a process group, which threads have none of (torchrun draws both)"
     )
     LAG_NEEDS_TWO = "a lag needs two ranks: one is late for the other"
+    DRIFT_DEADLOCKS = (
+        "an agreeing policy (lockstep, skip) beside a drift of whole intervals deadlocks: the "
+        "awaited rank's agreement waits for the lagging rank, which waits for its later call"
+    )
     STOP_AT_STEP = "a stop at a step has nothing to continue it: drawn at round points only"
     RETRY_NEEDS_ROUND = "a retry policy needs a failed round; a step fault ends the launch"
     HOSTED_STORE_INPROC = "the hosted store is faulted as a process of its own (torchrun tier)"

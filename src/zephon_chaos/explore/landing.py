@@ -103,6 +103,8 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
         yield cell(Dim.SYNC, ph.sync)
         for lag in ph.lags:
             yield cell(Dim.LAG, ROLES[0] if lag.rank == 0 else ROLES[1], ph.retry)
+            if lag.by:
+                yield cell(Dim.DRIFT, ph.retry)
         for pf in ph.proxy_faults:
             point = pf.at.partition("#")[0]
             yield cell(Dim.STORE_FAULT, pf.toxic, point, scenario.pipeline.aggregation, ph.retry)

@@ -51,7 +51,7 @@ from zephon_chaos.strategies import (
     EXHAUSTION_ODDS,
     FOLLOWER_PHASES,
     INPROC_RUNNER_ODDS,
-    LAG_RETRIES,
+    LAG_POLICIES,
     LAUNCH_CHOICES,
     LEADER_PHASES,
     MAPPING_CHOICES,
@@ -80,7 +80,13 @@ from zephon_chaos.strategies import (
     persist_odds,
     tp_odds,
 )
-from zephon_chaos.workload.spec import AT_STEP, CHILD_TARGETS, RETRIES, ROUND_PHASES
+from zephon_chaos.workload.spec import (
+    AGREEING_RETRIES,
+    AT_STEP,
+    CHILD_TARGETS,
+    RETRIES,
+    ROUND_PHASES,
+)
 
 
 @dataclass(frozen=True)
@@ -295,13 +301,21 @@ def declare(
             Why.LAG_NEEDS_TWO if free and max_world < 2 else None,
         )
     for role in ROLES:
-        for retry in LAG_RETRIES:
+        for retry in LAG_POLICIES:
             add(
                 cell(Dim.LAG, role, retry),
                 Why.THREADS_START_TOGETHER if inproc else None,
                 no_faults,
                 Why.LAG_NEEDS_TWO if max_world < 2 else None,
             )
+    for retry in LAG_POLICIES:
+        add(
+            cell(Dim.DRIFT, retry),
+            Why.THREADS_START_TOGETHER if inproc else None,
+            no_faults,
+            Why.LAG_NEEDS_TWO if max_world < 2 else None,
+            Why.DRIFT_DEADLOCKS if retry in AGREEING_RETRIES else None,
+        )
     return Space(tier, max_world, max_phases, faults, store_faults, tuple(out))
 
 

@@ -32,9 +32,11 @@ class CheckpointFacts:
 
     @property
     def completed(self) -> bool:
-        """Rank 0 completed it, so persisted it, and no rank saw it fail: one a later launch
-        can restore. The runner and the fault drivers ask this one question alike."""
-        return not self.failed and 0 in self.ok_ranks
+        """Rank 0 completed it, so persisted it, no rank saw it fail and every rank got the
+        same one: one a later launch can restore. The runner and the fault drivers ask this
+        one question alike. (Ranks that got different merged checkpoints of one index are
+        free-running ones that drifted, each judged by resuming it: ``runner.verify``.)"""
+        return not self.failed and 0 in self.ok_ranks and len(set(self.digests.values())) <= 1
 
 
 def lost(facts: Iterable[CheckpointFacts], before: int) -> list[int]:
@@ -74,10 +76,18 @@ def gather(ranks: list[RankRecord]) -> list[CheckpointFacts]:
 
 
 def check(
-    ranks: list[RankRecord], canonical_replicas: int, *, failures_judged: bool = False
+    ranks: list[RankRecord],
+    canonical_replicas: int,
+    *,
+    failures_judged: bool = False,
+    by_resuming: bool = False,
 ) -> CheckpointVerdict:
     """Problems of the launch's checkpoints. ``failures_judged``: a failed checkpoint is the
-    policy oracle's to judge (``skip``: a failure the launch records and trains past)."""
+    policy oracle's to judge (``skip``: a failure the launch records and trains past).
+    ``by_resuming``: free-running ranks that may drift apart (``independent`` retry beside a
+    lag): a failure is the policy oracle's, and which merged checkpoint a rank got, and its
+    mid-window warning, are judged by resuming each (``runner.verify``): only what every
+    merged checkpoint must cover is checked here."""
     problems: list[Problem] = []
     facts = gather(ranks)
     world = len(ranks)
@@ -87,7 +97,7 @@ def check(
         def found(kind: Kind, text: str, rank: int | None = None, f: CheckpointFacts = f) -> None:
             problems.append(Problem(Area.CHECKPOINT, kind, text, checkpoint=f.index, rank=rank))
 
-        if f.failed and failures_judged:
+        if f.failed and (failures_judged or by_resuming):
             continue
         if f.failed:
             found(
@@ -99,8 +109,6 @@ def check(
         if len(f.ok_ranks) != world:
             missing = sorted(set(range(world)) - set(f.ok_ranks))
             found(Kind.MISSING_RECORD, f"{label} has no record from ranks {missing}", missing[0])
-        if len(set(f.digests.values())) > 1:
-            found(Kind.DIFFERS, f"{label} differs between ranks: digests {f.digests}")
         for rank, covered in f.covered.items():
             if covered != list(range(canonical_replicas)):
                 found(
@@ -108,6 +116,10 @@ def check(
                     f"{label} on rank {rank} covers lanes {covered}, not all {canonical_replicas}",
                     rank,
                 )
+        if by_resuming:
+            continue
+        if len(set(f.digests.values())) > 1:
+            found(Kind.DIFFERS, f"{label} differs between ranks: digests {f.digests}")
         if f.mid_window and not f.warned:
             found(
                 Kind.NO_WARNING,

@@ -98,6 +98,11 @@ class ScenarioOutcome:
     """Every launch that restored a checkpoint: from which world size, mid-window or not."""
     harness_problems: list[HarnessProblem] = field(default_factory=list)
     """Failures the harness could not describe: its own problems, not the code under test's."""
+    verifications: list[Any] = field(default_factory=list)
+    """Each merged checkpoint free-running ranks got, resumed by a launch of its own
+    (``runner.verify.Verification``): which, on how many ranks, and its verdict."""
+    unjudged: list[tuple[int, Any]] = field(default_factory=list)
+    """(launch, ``runner.verify.Unjudged``): merged checkpoints no verification resumed."""
 
     @property
     def ok(self) -> bool:
@@ -113,6 +118,11 @@ class ScenarioOutcome:
             lines.append(f"  {run.result.summary().splitlines()[0]}")
         lines += [f"  problem: {p}" for p in self.problems]
         lines += [f"  {h.describe()}" for h in self.harness_problems]
+        lines += [f"  verified: {v.describe()}" for v in self.verifications]
+        lines += [
+            f"  not verified: phase {i}: checkpoint {u.index} of rank {u.rank}: {u.why}"
+            for i, u in self.unjudged
+        ]
         if self.verdict is not None:
             lines.append(self.verdict.describe())
         if self.scenario_file is not None:

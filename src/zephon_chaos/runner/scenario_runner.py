@@ -26,6 +26,7 @@ from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.relaunches import Relaunches
 from zephon_chaos.runner.resume import Resume, restarted_attempt
+from zephon_chaos.runner.verify import judged_by_resuming, reference_margin, verify_run
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
 from zephon_chaos.workload.records import RankRecord, read_phase
@@ -153,6 +154,10 @@ class ScenarioRunner:
             )
         )
 
+    def _verification(self, name: str, spec: WorkloadSpec, world_size: int) -> GroupResult:
+        """One launch resuming a merged checkpoint to judge it (``runner.verify``)."""
+        return self._launch(name, spec, world_size, "standalone")
+
     def run(self, scenario: Scenario) -> ScenarioOutcome:
         scenario.validate()
         self._count += 1
@@ -237,7 +242,12 @@ class ScenarioRunner:
                 records = track.cumulative(launched)
                 outcome.problems += [p.in_phase(i) for p in dp_oracle.problems(records, phase.tp)]
                 c = scenario.canonical_replicas(i)
-                cps = ckpt_oracle.check(records, c, failures_judged=phase.retry == "skip")
+                cps = ckpt_oracle.check(
+                    records,
+                    c,
+                    failures_judged=phase.retry == "skip",
+                    by_resuming=judged_by_resuming(phase),
+                )
                 run = PhaseRun(i, phase, spec, result, records, cps)
                 run.met_round, run.cleared_round = met.round, met.cleared
                 outcome.harness_problems += met.problems
@@ -248,6 +258,7 @@ class ScenarioRunner:
                 outcome.problems += run.liveness.found()
                 run.policy = policy_oracle.judge_run(run)
                 outcome.problems += run.policy.found()
+                verify_run(self._verification, scenario, run, reference, outcome)
                 judged = phase_fate(
                     scenario, run, LaunchFaults(stored, faulted, proxy_faults, rounds)
                 )
@@ -289,7 +300,7 @@ class ScenarioRunner:
         ref = Scenario(
             data=scenario.data,
             pipeline=replace(scenario.pipeline, aggregation="store"),
-            phases=(Phase(world_size=world, steps=scenario.reference_steps),),
+            phases=(Phase(world, scenario.reference_steps + reference_margin(scenario)),),
             name=f"{scenario.name}-reference",
             backend=scenario.backend,
         )

@@ -47,9 +47,11 @@ Rules, per launch ``i`` (C: its canonical_replicas):
 * over finite data the last launch can run dry (it would otherwise stop with lanes out of
   step, which the batch oracle cannot compare);
 * ``sync: free`` only with two or more ranks (one rank is late for no one); a lag
-  (``RankLag``: a rank that calls a checkpoint once a peer's call of it has ended) only under
-  ``free``, at most one a launch, on two ranks of it and one of its checkpoints, beside no
-  other fault and no ``independent`` retry; a retry policy (lockstep, independent, skip) only
+  (``RankLag``: a rank that calls a checkpoint once a peer's call of it, or of one ``by``
+  intervals later, has ended) only under ``free``, at most one a launch, on two ranks of it
+  and checkpoints of it, beside no other fault; a drift of whole intervals (``by`` > 0) beside
+  no agreeing policy (lockstep, skip: a deadlock), and ``independent`` retry beside a lag with
+  no collective save (``dcp``); a retry policy (lockstep, independent, skip) only
   where a checkpoint can fail on purpose: a link fault, a round-point rank fault or a lag.
   On the in-process tier rank threads run in lockstep (they meet in
   ``inproc.collective``); a lag needs a process group (``inproc.inproc_refusal``).

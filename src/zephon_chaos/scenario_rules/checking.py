@@ -7,6 +7,7 @@ from dataclasses import astuple
 from typing import TYPE_CHECKING
 
 from zephon_chaos.workload.spec import (
+    AGREEING_RETRIES,
     CHILD_TARGETS,
     COLLECTIVE_FORMATS,
     ROUND_PHASES,
@@ -347,7 +348,8 @@ def _fault_violations(f: ProxyFault, where: str, ph: Phase) -> Iterator[Violatio
 
 
 def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
-    """``sync: free`` needs two ranks; a lag needs ``free``, a checkpoint, no other fault."""
+    """``sync: free`` needs two ranks; a lag needs ``free``, a checkpoint, no other fault;
+    a drift of whole intervals no agreement, and independent retry no collective save."""
     ph, where = s.phases[i], f"phases[{i}]"
     if ph.sync == "free" and ph.world_size < 2:
         yield Violation(
@@ -376,19 +378,30 @@ def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
             "a launch with a lag has no other fault (one cause, one verdict)",
             Rule.LAG_ALONE,
         )
-    if ph.retry == "independent":
+    drifting = [lag for lag in ph.lags if lag.by > 0]
+    if drifting and ph.retry in AGREEING_RETRIES:
         yield Violation(
             f"{where}.retry",
-            "no 'independent' retry beside a lag: a rank's later attempts are rounds of its own "
-            "and which one the late rank finds decides the outcome; use none, lockstep or skip",
-            Rule.LAG_NO_INDEPENDENT_RETRY,
+            f"no {ph.retry!r} retry beside a lag of {drifting[0].by} whole interval(s): the "
+            "awaited rank's agreement after its failed call waits for the lagging rank, which "
+            "waits for that rank's later call (a deadlock); use none, independent, or by 0",
+            Rule.LAG_DRIFT_NO_AGREEMENT,
+        )
+    if ph.retry == "independent" and s.persist_format in COLLECTIVE_FORMATS:
+        yield Violation(
+            f"{where}.retry",
+            f"no 'independent' retry beside a lag under {s.persist_format!r} persistence: a "
+            "rank that gave up a checkpoint makes no collective save while a peer that got "
+            "it waits in one; use another format or another policy",
+            Rule.LAG_INDEPENDENT_COLLECTIVE_SAVE,
         )
     for j, lag in enumerate(ph.lags):
         if not lag_fits(lag, ph):
             yield Violation(
                 f"{where}.lags[{j}]",
-                f"must name two different ranks of the launch's {ph.world_size} and one of its "
-                f"{len(ph.checkpoints)} checkpoint(s) (0-based)",
+                f"must name two different ranks of the launch's {ph.world_size}, and one of its "
+                f"{len(ph.checkpoints)} checkpoint(s) (0-based) that lies, with the {lag.by} "
+                "interval(s) it drifts behind, within them",
                 Rule.LAG_FITS,
             )
 

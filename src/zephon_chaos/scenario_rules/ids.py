@@ -93,7 +93,8 @@ class Rule(Enum):
     LAG_NEEDS_FREE = "lag-needs-free"
     ONE_LAG = "one-lag"
     LAG_ALONE = "lag-alone"
-    LAG_NO_INDEPENDENT_RETRY = "lag-no-independent-retry"
+    LAG_DRIFT_NO_AGREEMENT = "lag-drift-no-agreement"
+    LAG_INDEPENDENT_COLLECTIVE_SAVE = "lag-independent-collective-save"
     LAG_FITS = "lag-fits"
 
     # checking: child faults

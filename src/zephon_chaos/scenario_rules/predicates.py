@@ -371,5 +371,7 @@ def lag_fits(lag: RankLag, ph: Phase) -> bool:
         0 <= lag.rank < ph.world_size
         and 0 <= peer < ph.world_size
         and peer != lag.rank
-        and 0 <= lag.checkpoint < len(ph.checkpoints)
+        and lag.checkpoint >= 0
+        and lag.by >= 0
+        and lag.awaited_call < len(ph.checkpoints)
     )

@@ -7,10 +7,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from zephon_chaos.workload.spec import (
+    AGREEING_RETRIES,
     COLLECTIVE_FORMATS,
     ROUND_PHASES,
     CheckpointAt,
     RankFault,
+    RankLag,
 )
 
 if TYPE_CHECKING:
@@ -150,7 +152,7 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
     point_fault = None if faults or finite else _placed_rank_fault(here(ph), i, at_round)
     if point_fault is not None:
         ph = replace(ph, rank_faults=(point_fault,))
-    ph = _synced(ph)
+    ph = _synced(ph, s.persist_format)
     retries = faults or (point_fault is not None and retried(point_fault)) or ph.lags
     return replace(ph, retry=ph.retry if retries else "none")
 
@@ -170,16 +172,26 @@ def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> Rank
     return replace(f, rank=_writer(point[0], f.rank, ph.world_size), at_step=0)
 
 
-def _synced(ph: Phase) -> Phase:
-    """``ph`` with its lag kept only where it obeys the rules, and the sync a lag needs."""
+def _synced(ph: Phase, persist_format: str) -> Phase:
+    """``ph`` with its lag kept only where it obeys the rules, and the sync a lag needs: a
+    drift shortened to the checkpoints there are, and none beside an agreeing policy."""
+    drift_fits = [_drift_fitted(lag, ph) for lag in ph.lags[:1]]
     lags = [
-        lag for lag in ph.lags[:1] if lag_fits(lag, ph) and not (ph.rank_faults or ph.proxy_faults)
+        lag for lag in drift_fits if lag_fits(lag, ph) and not (ph.rank_faults or ph.proxy_faults)
     ]
-    if ph.retry == "independent":
-        lags = []
+    if lags and ph.retry in AGREEING_RETRIES:
+        lags = [replace(lag, by=0) for lag in lags]
+    if lags and ph.retry == "independent" and persist_format in COLLECTIVE_FORMATS:
+        ph = replace(ph, retry="none")
     if ph.world_size < 2:
         return replace(ph, sync="lockstep", lags=())
     return replace(ph, lags=tuple(lags), sync="free" if lags else ph.sync)
+
+
+def _drift_fitted(lag: RankLag, ph: Phase) -> RankLag:
+    """``lag`` drifting no further than the launch's last checkpoint."""
+    room = len(ph.checkpoints) - 1 - lag.checkpoint
+    return replace(lag, by=max(0, min(lag.by, room)))
 
 
 def _placed(f: ProxyFault, world: int) -> ProxyFault:

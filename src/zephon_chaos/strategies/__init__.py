@@ -32,8 +32,10 @@ from zephon_chaos.strategies.aiming import (
     one_aim,
 )
 from zephon_chaos.strategies.arrival import (
+    DRIFTS,
     LAG_CHOICES,
     LAG_INDICES,
+    LAG_POLICIES,
     LAG_RETRIES,
     SYNC_CHOICES,
     SYNC_ODDS,
@@ -52,8 +54,10 @@ from zephon_chaos.strategies.values import *  # noqa: F403 (the whole table: val
 __all__ = [
     "AIM_CHOICES",
     "AIM_ODDS",
+    "DRIFTS",
     "LAG_CHOICES",
     "LAG_INDICES",
+    "LAG_POLICIES",
     "LAG_RETRIES",
     "MORE_AIM_ODDS",
     "REFUSAL_ERROR",

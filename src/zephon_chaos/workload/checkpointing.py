@@ -8,7 +8,7 @@ from typing import Any
 from zephon_chaos.workload import persist
 from zephon_chaos.workload.hooks import RankHooks
 from zephon_chaos.workload.records import CHECKPOINT_BEGUN, RecordWriter
-from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, WorkloadSpec
+from zephon_chaos.workload.spec import AGREEING_RETRIES, COLLECTIVE_FORMATS, WorkloadSpec
 
 
 def take_checkpoint(
@@ -35,7 +35,7 @@ def take_checkpoint(
     out.write(CHECKPOINT_BEGUN, index=index, started_at=started)
     out.flush()
     attempts = 1 if spec.retry in ("none", "skip") else max(1, spec.retry_attempts)
-    agreeing = spec.retry in ("lockstep", "skip")
+    agreeing = spec.retry in AGREEING_RETRIES
     error: str = ""
     ckpt: dict[str, Any] | None = None
     warned: list[Any] = []
@@ -96,7 +96,9 @@ def take_checkpoint(
             )
             ckpt = None
     else:
-        if spec.retry == "skip":  # recorded, not persisted; the next scheduled one follows
+        if spec.retry == "skip" or spec.draws_past_failures:
+            # Recorded, not persisted; the next scheduled one follows (under skip every rank
+            # agreed so; a free-running rank gives up alone: ``draws_past_failures``).
             write_checkpoint(
                 out, index, after, lane_counts, started, error=error, ended_at=ended, skipped=True
             )
@@ -108,6 +110,8 @@ def take_checkpoint(
     assert ckpt is not None
     if rank == 0 or spec.persist_format in COLLECTIVE_FORMATS:  # DCP: every rank, together
         persist.save(ckpt, spec.checkpoint_path(index), spec.persist_format)
+    elif spec.keeps_own_copy:  # what this rank got, to be judged by resuming it
+        persist.save(ckpt, spec.rank_checkpoint_path(index, rank), spec.persist_format)
     write_checkpoint(
         out,
         index,

@@ -66,9 +66,11 @@ def lag_hooks(spec: WorkloadSpec, rank: int, device: Any) -> RankHooks:
     """Hooks of a free-running rank with deliberate late arrivals (``spec.lags``).
 
     A lagging rank receives a token from the rank it waits for, which sends it once its own
-    ``checkpoint()`` call has ended (before any agreement, which would wait for the lagging
-    rank): the lateness is a logical event, not a guess at a duration. Lockstep ranks would
-    wait for each other in the meeting instead, so lags need ``sync: free``.
+    ``checkpoint()`` call of checkpoint ``lag.checkpoint + lag.by`` has ended (before any
+    agreement, which would wait for the lagging rank): the lateness is a logical event, not a
+    guess at a duration; with ``by`` > 0 the rank drifts whole checkpoint intervals behind.
+    Lockstep ranks would wait for each other in the meeting instead, so lags need ``sync:
+    free``.
     """
     import torch
     import torch.distributed as dist
@@ -78,17 +80,25 @@ def lag_hooks(spec: WorkloadSpec, rank: int, device: Any) -> RankHooks:
             "spec.lags: a lagging rank waits for a peer's checkpoint call, and lockstep ranks "
             "meet before it (a deadlock): set sync 'free' or drop the lags"
         )
-    waits = {lag.checkpoint: lag.awaited() for lag in spec.lags if lag.rank == rank}
-    tells = {lag.checkpoint: lag.rank for lag in spec.lags if lag.awaited() == rank}
+    waits = {lag.checkpoint: lag for lag in spec.lags if lag.rank == rank}
+    tells = {lag.awaited_call: lag.rank for lag in spec.lags if lag.awaited() == rank}
 
     def before(index: int) -> None:
-        peer = waits.get(index)
-        if peer is None:
+        lag = waits.get(index)
+        if lag is None:
             return
+        peer = lag.awaited()
         began = time.monotonic()
         dist.recv(torch.zeros(1, device=device), src=peer)
         out = RecordWriter(spec.out_dir, rank)
-        out.write("lag", checkpoint=index, waited_for=peer, began_at=began, at=time.monotonic())
+        out.write(
+            "lag",
+            checkpoint=index,
+            waited_for=peer,
+            behind=lag.by,
+            began_at=began,
+            at=time.monotonic(),
+        )
         out.close()
 
     def ended(index: int) -> None:

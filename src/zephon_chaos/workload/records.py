@@ -73,7 +73,8 @@ class CheckpointEvent:
     ended_at: float | None = None
     """Monotonic time its last pipe.checkpoint() call returned or raised."""
     skipped: bool = False
-    """Failed, and trained past under the ``skip`` retry policy."""
+    """Failed, and trained past: under the ``skip`` retry policy, or by a free-running rank
+    that gave up alone (``WorkloadSpec.draws_past_failures``)."""
 
 
 @dataclass

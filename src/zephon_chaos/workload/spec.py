@@ -36,6 +36,8 @@ RETRIES: tuple[str, ...] = ("none", "lockstep", "independent", "skip")
 retry alone; or skip it: every rank records the failure and trains on to the next scheduled
 checkpoint, as recipes do when a checkpoint interval fails (the same all-reduce decides, so
 rank 0 persists only a checkpoint every rank got and every rank makes the same calls)."""
+AGREEING_RETRIES: tuple[str, ...] = ("lockstep", "skip")
+"""The policies whose ranks agree (an all-reduce of success) after each attempt."""
 Sync = Literal["lockstep", "free"]
 SYNCS: tuple[str, ...] = ("lockstep", "free")
 """How ranks arrive at a checkpoint: ``lockstep`` meet in a collective first, as a trainer's
@@ -283,18 +285,26 @@ class PhaseTrigger:
 class RankLag:
     """A deliberate late arrival (a fault, under ``sync: free``): ``rank`` calls its
     ``checkpoint``-th checkpoint (0-based, in this launch) only once ``waits_for`` has ended
-    its own call of it, so it is later than ``aggregate_timeout_s`` by construction (that call
-    cannot complete without this rank's shard or announcement, so it ends by its budget).
-    ``waits_for`` None: the leader (rank 0), or rank 1 when ``rank`` is the leader."""
+    its own call of checkpoint ``checkpoint + by``, so it is later than ``aggregate_timeout_s``
+    by construction (that call cannot complete without this rank's shard or announcement, so
+    it ends by its budget). ``waits_for`` None: the leader (rank 0), or rank 1 when ``rank``
+    is the leader. ``by``: whole checkpoint intervals the rank drifts behind its peer (0: late
+    for the same checkpoint), as free-running evaluation and inference ranks may."""
 
     rank: int
     checkpoint: int = 0
     waits_for: int | None = None
+    by: int = 0
 
     def awaited(self) -> int:
         if self.waits_for is not None:
             return self.waits_for
         return 1 if self.rank == 0 else 0
+
+    @property
+    def awaited_call(self) -> int:
+        """The awaited rank's checkpoint whose first call must end before this rank calls."""
+        return self.checkpoint + self.by
 
 
 @dataclass
@@ -339,6 +349,21 @@ class WorkloadSpec:
     in an all-reduce, rank threads in ``inproc.collective``."""
     lags: tuple[RankLag, ...] = ()
     """Deliberate late arrivals at checkpoints (``RankLag``); torchrun groups only."""
+
+    @property
+    def draws_past_failures(self) -> bool:
+        """A rank whose every attempt at a checkpoint failed records it and draws on to its
+        next one, as a free-running evaluation or inference loader does (nothing waits on its
+        checkpoint): ``independent`` retry beside a lag, so ranks may drift apart by whole
+        checkpoint intervals. Every other policy raises or agrees as ``retry`` says."""
+        return self.retry == "independent" and bool(self.lags)
+
+    @property
+    def keeps_own_copy(self) -> bool:
+        """Every rank persists the merged checkpoint it got (``rank_checkpoint_path``), not
+        rank 0 alone: under ``independent`` retry ranks may get different ones, and each is
+        judged by resuming it (``runner.verify``). Collective formats save together: none."""
+        return self.retry == "independent" and self.persist_format not in COLLECTIVE_FORMATS
     run_id_per_restart: bool = False
     """Append torchrun's ``TORCHELASTIC_RESTART_COUNT`` to the run id (``-r<n>``), as a
     recipe whose run id includes it does (``deployment.RunIdPolicy`` ``per_restart``)."""
@@ -374,6 +399,13 @@ class WorkloadSpec:
     def checkpoint_path(self, index: int) -> Path:
         """The file (a directory for ``dcp``) checkpoint ``index`` is persisted to."""
         return Path(self.out_dir) / f"ckpt-{index}.{_SUFFIXES[self.persist_format]}"
+
+    def rank_checkpoint_path(self, index: int, rank: int) -> Path:
+        """Where rank ``rank`` keeps its own copy of checkpoint ``index`` (rank 0's is
+        :meth:`checkpoint_path`): see ``keeps_own_copy``."""
+        if rank == 0:
+            return self.checkpoint_path(index)
+        return Path(self.out_dir) / f"ckpt-{index}-rank{rank}.{_SUFFIXES[self.persist_format]}"
 
 
 _NESTED: dict[str, type] = {

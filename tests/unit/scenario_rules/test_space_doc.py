@@ -16,7 +16,13 @@ import pytest
 from zephon_chaos.inproc import inproc_refused
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError, StoreFault
 from zephon_chaos.scenario_rules import Rule, normalised
-from zephon_chaos.workload.spec import STAGE_RULES, CheckpointAt, PipelineSpec, RankFault
+from zephon_chaos.workload.spec import (
+    STAGE_RULES,
+    CheckpointAt,
+    PipelineSpec,
+    RankFault,
+    RankLag,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 SPACE = ROOT / "docs" / "space.md"
@@ -96,6 +102,12 @@ REFUSED = {
     "rank-point-dcp": _store_pair(persist="dcp", rank_faults=(IN_ROUND,)),
     "restart-fault-at-step": _store_pair(max_restarts=1, rank_faults=(IN_ROUND,)),
     "restarts-in-lockstep": _store_pair(max_restarts=1, rank_faults=(AT_STEP,), sync="free"),
+    "lag-drift-no-agreement": _store_pair(
+        sync="free", lags=(RankLag(1, by=1),), retry="lockstep"
+    ),
+    "lag-independent-collective-save": _store_pair(
+        persist="dcp", sync="free", lags=(RankLag(1),), retry="independent"
+    ),
     "link-fault-one-rank": Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
         phases=(Phase(1, 2, (CheckpointAt(1),), proxy_faults=(LINK,)),),
