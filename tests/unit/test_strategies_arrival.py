@@ -52,3 +52,18 @@ def test_a_lagged_scenario_obeys_the_rules_and_fails_its_round_in_seconds(s: Sce
     for ph in s.phases:
         assert not ph.lags or (ph.sync == "free" and ph.world_size >= 2)
         assert ph.sync == "lockstep" or ph.world_size >= 2
+
+
+@pytest.mark.parametrize(
+    "feature",
+    [
+        lambda s: any(ph.retry == "independent" and ph.lags for ph in s.phases),
+        lambda s: any(lag.by >= 1 for ph in s.phases for lag in ph.lags),
+        lambda s: any(
+            lag.by >= 1 and ph.retry == "independent" for ph in s.phases for lag in ph.lags
+        ),
+    ],
+    ids=["independent-beside-a-lag", "drift", "drift-retrying-alone"],
+)
+def test_the_torchrun_strategy_reaches_drift_and_ranks_retrying_alone(feature) -> None:
+    find(scenarios(tier="torchrun"), feature, settings=REACH)

@@ -31,3 +31,25 @@ def test_a_lagged_launch_lands_on_its_sync_and_lag_cells() -> None:
     cells = cells_of(scenario, None)
     assert {cell(Dim.SYNC, "free"), cell(Dim.SYNC, "lockstep")} <= cells
     assert cell(Dim.LAG, "follower", "skip") in cells
+
+
+def test_a_drift_lands_on_its_cell_and_beside_an_agreement_is_a_hole() -> None:
+    torchrun = declare("torchrun")
+    assert torchrun.why_not(cell(Dim.DRIFT, "independent")) is None
+    assert torchrun.why_not(cell(Dim.DRIFT, "skip")) is Why.DRIFT_DEADLOCKS
+    assert torchrun.why_not(cell(Dim.LAG, "follower", "independent")) is None
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(
+            Phase(
+                2,
+                3,
+                (CheckpointAt(1), CheckpointAt(2), CheckpointAt(3)),
+                sync="free",
+                lags=(RankLag(1, by=1),),
+                retry="independent",
+            ),
+        ),
+    )
+    cells = cells_of(scenario, None)
+    assert {cell(Dim.DRIFT, "independent"), cell(Dim.LAG, "follower", "independent")} <= cells
