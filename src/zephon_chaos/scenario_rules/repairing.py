@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from zephon_chaos.workload.spec import (
-    COLLECTIVE_FORMATS,
     ROUND_PHASES,
     CheckpointAt,
     RankFault,
@@ -159,7 +158,7 @@ def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> Rank
     """The first round-point rank fault on a rank that writes its point, if a round can
     time it (else None: the launch keeps its step faults)."""
     ph = s.phases[i]
-    if not faults or no_point_round(s, i) is not None or s.persist_format in COLLECTIVE_FORMATS:
+    if not faults or no_point_round(s, i) is not None:
         return None
     f = faults[0]
     point = rank_point(f)
