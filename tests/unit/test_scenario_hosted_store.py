@@ -206,3 +206,20 @@ def test_a_relaunch_after_a_crash_against_the_hosted_store_lands_on_its_cell() -
     assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) in cells_of(s, None)
     torchruns = replace(s, pipeline=replace(s.pipeline, aggregation="store"))
     assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) not in cells_of(torchruns, None)
+
+
+@pytest.mark.parametrize(
+    "drawn",
+    [
+        pytest.param(lambda ph: any(f.at_round for f in ph.rank_faults), id="round-point-fault"),
+        pytest.param(lambda ph: ph.sync == "free", id="free-running-ranks"),
+    ],
+)
+def test_the_strategies_draw_it_under_restarts(drawn: object) -> None:
+    """What the removed refusals kept out, the torchrun tier now draws beside restarts."""
+    found = find(
+        scenarios(tier="torchrun"),
+        lambda s: any(ph.max_restarts and drawn(ph) for ph in s.phases),  # type: ignore[operator]
+        settings=settings(max_examples=3000, deadline=None, phases=[HPhase.generate]),
+    )
+    assert violations(found) == []
