@@ -18,7 +18,7 @@ from zephon_chaos.deployment import BEFORE_VERSION_2, DOWNSTREAM, Deployment, Ru
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.spec import LAUNCH_LANES, LAUNCH_PATHS, LaunchLane, LaunchPath
 from zephon_chaos.scenario_rules import STORE_ACTIONS as STORE_ACTIONS  # re-exported
-from zephon_chaos.scenario_rules import Refusal, Rule, violations
+from zephon_chaos.scenario_rules import Refusal, Rule, rank_point, violations
 from zephon_chaos.workload.spec import (
     AGGREGATIONS,
     FORMATS,
@@ -330,21 +330,28 @@ class Scenario:
         total = 0
         for i, ph in enumerate(self.phases):
             kept = self.restart_kept(i)
-            if kept is not None:  # attempt 0's batches up to the checkpoint attempt 1 resumed
-                total += kept.step + (1 if kept.extra else 0)
+            if kept is not None:  # each faulted attempt's batches up to what the next resumed
+                faulted = max(f.until_attempt or 1 for f in ph.rank_faults)
+                total += faulted * (kept.step + (1 if kept.extra else 0))
             rp = ph.restore_point
             if rp is not None and i < len(self.phases) - 1:
                 total += rp.step + (1 if rp.extra else 0)
         return total + self.phases[-1].steps
 
     def restart_kept(self, i: int) -> CheckpointAt | None:
-        """Of a launch torchrun restarts (``max_restarts``): the checkpoint its attempt 0
-        persisted last before the rank fault, which attempt 1 resumes (None: none)."""
+        """Of a launch torchrun restarts (``max_restarts``): the latest checkpoint an attempt
+        its fault ended can hand on to the next (None: none), which the reference covers.
+        Before a step fault, the last checkpoint due before it; a round-point fault's own
+        round's checkpoint persists or not depending on how far its leader got, so what an
+        attempt did hand on is read from its files after the launch (``runner.resume``)."""
         ph = self.phases[i]
         if not (ph.max_restarts and ph.rank_faults) or ph.expect_failure:
             return None
-        before = self._before_faults(i)
         marks = sorted({astuple(cp) for cp in ph.checkpoints})
+        point = next((rank_point(f) for f in ph.rank_faults if f.at_round), None)
+        if point is not None:
+            return CheckpointAt(*marks[point[1] - 1]) if point[1] <= len(marks) else None
+        before = self._before_faults(i)
         return CheckpointAt(*marks[before - 1]) if before else None
 
     def summary(self) -> str:

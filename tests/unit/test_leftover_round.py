@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zephon_chaos.launch.leftover_round import round_namespace
+from zephon_chaos.faults.leftover_round import round_namespace
 
 
 def test_a_fresh_launch_uses_generation_zero() -> None:

@@ -87,14 +87,35 @@ def test_restarts_need_a_rank_fault_of_attempt_zero() -> None:
     assert normalised(bare).phases[0].max_restarts == 0
 
 
-def test_a_restarted_launch_runs_in_lockstep() -> None:
-    """Free-running survivors would leave a round open in the store the restart reuses."""
+def test_a_restarted_launch_may_run_free() -> None:
+    """Free-running survivors may leave a round open in the store the restart reuses: a state
+    a crash leaves, judged (``dead-round-meets-relaunch``), no longer refused."""
     fault = (RankFault(1, 1, "exit", restart=0),)
     free = hosted(Phase(2, 3, (CheckpointAt(3),), rank_faults=fault, max_restarts=1, sync="free"))
-    assert "phases[0].sync" in fields(free)
-    fixed = normalised(free)
-    assert fixed.phases[0].sync == "lockstep" and fixed.phases[0].max_restarts == 1
-    assert violations(fixed) == []
+    assert violations(free) == []
+    assert normalised(free) == free
+
+
+@pytest.mark.parametrize("aggregation", ["store", "store_explicit", "dir"])
+@pytest.mark.parametrize("action", ["raise", "exit", "sigkill", "sigterm"])
+def test_a_round_point_fault_under_restarts_is_in_the_space(aggregation: str, action: str) -> None:
+    fault = (RankFault(1, 0, action, restart=0, at="shard"),)
+    s = hosted(Phase(2, 3, CPS, rank_faults=fault, max_restarts=1), aggregation=aggregation)
+    assert violations(s) == []
+    assert normalised(s) == s
+    assert s.restart_kept(0) == CPS[0], "the faulted round's checkpoint may have persisted"
+
+
+def test_a_crash_loop_fires_in_at_most_max_restarts_attempts() -> None:
+    """A fault in attempts 0..k-1 and not in k: k failed attempts, then one that runs through."""
+    loop = (RankFault(1, 2, "sigkill", restart=0, attempts=2),)
+    s = hosted(Phase(2, 3, (CheckpointAt(1),), rank_faults=loop, max_restarts=2))
+    assert violations(s) == []
+    assert s.reference_steps == 2 * 1 + 3, "each failed attempt keeps its checkpoint's batches"
+    assert [loop[0].fires_in(a) for a in range(3)] == [True, True, False]
+    every = replace(s, phases=(replace(s.phases[0], max_restarts=1),))
+    assert "phases[0].rank_faults[0].attempts" in fields(every)
+    assert normalised(every).phases[0].rank_faults[0].attempts == 1
 
 
 def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference() -> None:
@@ -185,3 +206,20 @@ def test_a_relaunch_after_a_crash_against_the_hosted_store_lands_on_its_cell() -
     assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) in cells_of(s, None)
     torchruns = replace(s, pipeline=replace(s.pipeline, aggregation="store"))
     assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) not in cells_of(torchruns, None)
+
+
+@pytest.mark.parametrize(
+    "drawn",
+    [
+        pytest.param(lambda ph: any(f.at_round for f in ph.rank_faults), id="round-point-fault"),
+        pytest.param(lambda ph: ph.sync == "free", id="free-running-ranks"),
+    ],
+)
+def test_the_strategies_draw_it_under_restarts(drawn: object) -> None:
+    """What the removed refusals kept out, the torchrun tier now draws beside restarts."""
+    found = find(
+        scenarios(tier="torchrun"),
+        lambda s: any(ph.max_restarts and drawn(ph) for ph in s.phases),  # type: ignore[operator]
+        settings=settings(max_examples=3000, deadline=None, phases=[HPhase.generate]),
+    )
+    assert violations(found) == []

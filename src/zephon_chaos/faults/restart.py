@@ -41,9 +41,17 @@ def latest_checkpoint(out_dir: str | Path, before_attempt: int, suffix: str) -> 
 
 
 def restart_view(spec: Any, env: Mapping[str, str] | None = None) -> Any:
-    """The spec attempt n of a restarted rank runs: its own folder, the latest checkpoint."""
+    """The spec attempt n of a restarted rank runs: its own folder, the latest checkpoint,
+    and only the round-point triggers of the attempts they fire in (a crash inside attempt
+    0's round is not the restarted workers' to repeat)."""
     n = restart_count(env)
-    if n == 0 or not spec.resume_on_restart:
+    if n == 0:
+        return spec
+    spec = replace(
+        spec,
+        triggers=tuple(t for t in spec.triggers if t.until_attempt is None or n < t.until_attempt),
+    )
+    if not spec.resume_on_restart:
         return spec
     out = attempt_dir(spec.out_dir, n)
     out.mkdir(parents=True, exist_ok=True)
@@ -51,6 +59,47 @@ def restart_view(spec: Any, env: Mapping[str, str] | None = None) -> Any:
     latest = latest_checkpoint(spec.out_dir, n, suffix)
     restore = str(latest) if latest is not None else spec.restore_from
     return replace(spec, out_dir=str(out), restore_from=restore)
+
+
+MET_ROUND = "met_round"
+"""The record kind of what a restarted attempt's rank 0 found open in its namespace."""
+
+
+def met_round(spec: Any, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """What restarted attempt n meets (None in attempt 0): the round a dead attempt left
+    announced with no result in this attempt's namespace, read without touching it, before
+    this attempt's leader can announce one of its own. As a record's fields: ``round`` None
+    where none is open, ``error`` where it could not be read.
+
+    The round lives where the aggregation keeps it: torchrun's agent store (``torch://`` is
+    ``MASTER_ADDR``/``MASTER_PORT``, and the agent's store survives ``--max-restarts``), the
+    hosted store (``torch://host:port``), or ``aggregate_dir``.
+    """
+    env = os.environ if env is None else env
+    n = restart_count(env)
+    if n == 0:
+        return None
+    from zephon_chaos.faults.leftover_round import DirRounds, StoreRounds, launch_scope
+
+    mode = spec.pipeline.aggregation
+    try:
+        scope = launch_scope(spec, n)
+        if scope is None:
+            return {"attempt": n, "scope": None, "round": None}
+        place: Any
+        if mode == "dir":
+            place = DirRounds(Path(spec.aggregate_dir))
+        elif mode == "store_explicit":
+            place = StoreRounds(str(spec.store_uri).removeprefix("torch://"))
+        else:
+            place = StoreRounds(f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}")
+        found = place.open_round(scope)
+    except (RuntimeError, OSError, ValueError, KeyError) as exc:
+        return {"attempt": n, "scope": None, "round": None, "error": f"{type(exc).__name__}: {exc}"}
+    where = {"where": mode, "scope": scope, "attempt": n}
+    if found is None:
+        return {**where, "round": None}
+    return {**where, "round": found.round_id, "namespace": found.namespace, "failed": found.failed}
 
 
 def restart_store(env: Mapping[str, str] | None = None, timeout_s: float = 300.0) -> Any:

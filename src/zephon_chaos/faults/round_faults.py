@@ -54,9 +54,12 @@ def triggers_for(fault: RankFault) -> tuple[PhaseTrigger, ...]:
     if point is None:
         return ()
     name, n = point
-    out = [PhaseTrigger(fault.rank, name, fault.action, occurrence=n)]
+    until = fault.until_attempt
+    out = [PhaseTrigger(fault.rank, name, fault.action, occurrence=n, until_attempt=until)]
     if fault.action == "sigstop" and fault.rank != 0 and name in BEFORE_OUTCOME:
-        out.append(PhaseTrigger(0, "outcome", "event", occurrence=n, when="after"))
+        out.append(
+            PhaseTrigger(0, "outcome", "event", occurrence=n, when="after", until_attempt=until)
+        )
     return tuple(out)
 
 
@@ -149,9 +152,13 @@ class RoundFaultLaunch:
         except (TimeoutError, ProcessFaultError, OSError, ValueError, KeyError) as exc:
             self.watch_error = f"{type(exc).__name__}: {exc}"
 
-    def judge(self, run: Any) -> list[Problem]:
+    def judge(self, run: Any, *, attempt: int | None = None) -> list[Problem]:
         """Problems of the launch: a fault without evidence, a stop never seen, a checkpoint
-        due before the fault lost, or the fault oracle's finding on the faulted round."""
+        due before the fault lost, or the fault oracle's finding on the faulted round.
+
+        ``attempt``: ``run`` is that attempt, which torchrun restarted after the fault ended it; the
+        launch's wait statuses are its last attempt's, so this one's are unknown (torchrun's
+        restart is the evidence that the fault ended it)."""
         fault, (name, n) = self.fault, self.point
         problems: list[Problem] = []
 
@@ -196,13 +203,18 @@ class RoundFaultLaunch:
                 j,
             )
         words = DEATH_WORDS.get(fault.action)
+        if attempt is not None:
+            self.evidence.append(
+                f"torchrun restarted the workers after the fault ended attempt {attempt}"
+            )
+            words = "" if words else None
         self.verdict = fault_oracle.judge(
             run.records,
-            run.result,
+            None if attempt is not None else run.result,
             index=self.index,
             canonical_replicas=run.spec.pipeline.canonical_replicas,
             timeout_s=run.spec.pipeline.aggregate_timeout_s,
-            faulted={fault.rank: words} if words else None,
+            faulted={fault.rank: words} if words is not None else None,
             excused_s=excused,
         )
         self.verdict.evidence[:0] = self.evidence

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zephon_chaos.faults.leftover_round import LeftoverRound
 from zephon_chaos.harness_problem import HarnessProblem
 from zephon_chaos.launch import GroupResult
-from zephon_chaos.launch.leftover_round import LeftoverRound
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
@@ -38,7 +38,7 @@ class PhaseRun:
     """What the launch's checkpoint policy promises: each round's outcome by arrival, skip's."""
     met_round: LeftoverRound | None = None
     """A round an earlier launch left open (announced, no result) in this launch's namespace,
-    as the launch met it (``launch.leftover_round``): what a real relaunch meets."""
+    as the launch met it (``faults.leftover_round``): what a real relaunch meets."""
     cleared_round: bool = False
     """The scenario's operator step (``Deployment.operator``) removed ``met_round`` first."""
     held: dict[int, list[tuple[float, float]]] = field(default_factory=dict)

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zephon_chaos.deployment import Deployment
-from zephon_chaos.harness_problem import HarnessGap, HarnessProblem
-from zephon_chaos.launch.leftover_round import (
+from zephon_chaos.faults.leftover_round import (
     DirRounds,
     LeftoverRound,
     RoundPlace,
     StoreRounds,
     launch_scope,
 )
+from zephon_chaos.harness_problem import HarnessGap, HarnessProblem
 from zephon_chaos.workload.spec import WorkloadSpec
 
 

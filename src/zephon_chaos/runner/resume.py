@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
+from zephon_chaos.faults.leftover_round import LeftoverRound
 from zephon_chaos.launch import GroupResult
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles.global_batches import (
@@ -21,7 +23,7 @@ from zephon_chaos.oracles.global_batches import (
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner.outcome import PhaseRun, ResumeFact, ScenarioOutcome
 from zephon_chaos.scenario import Scenario
-from zephon_chaos.workload.records import RankRecord, read_phase
+from zephon_chaos.workload.records import RankRecord, read_phase, read_rank
 from zephon_chaos.workload.spec import WorkloadSpec
 
 
@@ -106,6 +108,32 @@ class Resume:
         return verdict
 
 
+@dataclass(frozen=True)
+class Restarted:
+    """A launch torchrun restarted, seen after it: the attempt judged as the launch (its
+    folder and spec), what the launches so far hand on, what that attempt met of the dead
+    attempts' rounds, and, where torchrun restarted it too, why it failed (the launch ends
+    there: its batches after the failure are another attempt's)."""
+
+    out: Path
+    spec: WorkloadSpec
+    track: Resume
+    met: LeftoverRound | None = None
+    failed: Problem | None = None
+
+
+def met_round(out: Path) -> LeftoverRound | None:
+    """The round a restarted attempt's rank 0 found open in its namespace, as it recorded
+    before its leader could announce one (``faults.restart.met_round``); None: none."""
+    from zephon_chaos.faults.restart import MET_ROUND
+
+    rec = read_rank(out, 0)
+    met = next((ev for ev in rec.events if ev.get("kind") == MET_ROUND), None)
+    if met is None or met.get("round") is None:
+        return None
+    return LeftoverRound(str(met["namespace"]), str(met["round"]), bool(met.get("failed")))
+
+
 def restarted_attempt(
     scenario: Scenario,
     i: int,
@@ -113,62 +141,107 @@ def restarted_attempt(
     result: GroupResult,
     track: Resume,
     outcome: ScenarioOutcome,
-) -> tuple[Path, WorkloadSpec, Resume]:
-    """Judge attempt 0 of a launch torchrun restarted and keep its batches up to the
-    checkpoint attempt 1 resumed; return the folder and spec of the last attempt, and what
-    the launches so far hand on.
+    rounds: Any = None,
+) -> Restarted | None:
+    """Judge each attempt of a launch torchrun restarted that its rank fault ended, keep its
+    batches up to the checkpoint the next attempt resumed, and return the attempt its fault
+    spared, to be judged as the launch (None: a round-point fault that left its attempt to
+    complete, a ``raise`` a retry policy survived, so the launch is judged as one unrestarted).
 
-    Attempt 0's rank fault must have fired, its checkpoints before the fault completed and
-    persisted (``faults.restart.latest_checkpoint`` is what attempt 1 restores), and every
-    rank of attempt 1 must have restored that one.
+    Each faulted attempt's fault must have fired (a round-point fault, ``rounds``, is judged
+    on that attempt's records: ``RoundFaultLaunch.judge``), its checkpoints due before the
+    fault completed, and every rank of the next attempt must have restored the latest
+    checkpoint an earlier attempt persisted (``faults.restart.latest_checkpoint``), read from
+    the files, not predicted: a crash inside round k leaves checkpoint k persisted or not
+    depending on how far the leader got.
     """
-    from zephon_chaos.faults.restart import attempt_dir, restored_from
+    from zephon_chaos.faults.restart import attempt_dir, latest_checkpoint, restored_from
 
     phase, out = scenario.phases[i], Path(spec.out_dir)
     c = scenario.canonical_replicas(i)
-    records = track.cumulative(read_phase(out, phase.world_size))
-    run0 = PhaseRun(i, phase, spec, result, records, ckpt_oracle.check(records, c))
     where = f"phase {i}"
+    suffix = spec.checkpoint_path(0).suffix.lstrip(".")
+    faulted = max((f.until_attempt or 1 for f in phase.rank_faults), default=1)
+    numbers = (p.name.removeprefix("restart") for p in out.glob("restart*"))
+    attempts = [0, *sorted(int(n) for n in numbers if n.isdigit())]
 
     def restart(kind: Kind, text: str, checkpoint: int | None = None) -> None:
         outcome.problems.append(Problem(Area.RESTART, kind, text, phase=i, checkpoint=checkpoint))
 
-    if not any(ev.get("kind") == "fault" for rec in records for ev in rec.events):
-        restart(Kind.FAULT_NEVER_FIRED, f"{where}: attempt 0's rank fault never fired")
-    attempts = sorted(
-        int(p.name.removeprefix("restart"))
-        for p in out.glob("restart*")
-        if p.name.removeprefix("restart").isdigit()
-    )
-    if not attempts:
-        restart(Kind.NO_RESTART, f"{where}: torchrun restarted no worker: {result.summary()}")
-        return out, spec, track
-    kept = scenario.restart_kept(i)
-    marks = sorted({(cp.step, cp.extra) for cp in phase.checkpoints})
-    index = None if kept is None else marks.index((kept.step, kept.extra))
-    expected_restore = spec.restore_from
-    if index is not None:
-        lost = ckpt_oracle.lost(run0.checkpoints.facts, index + 1)
+    if attempts == [0] and rounds is not None and result.ok:
+        return None
+    here, later = out, spec
+    for attempt in range(faulted):
+        here = attempt_dir(out, attempt)
+        records = track.cumulative(read_phase(here, phase.world_size))
+        attempt_spec = replace(spec, out_dir=str(here), restore_from=later.restore_from)
+        run = PhaseRun(i, phase, attempt_spec, result, records, ckpt_oracle.check(records, c))
+        if rounds is not None:
+            outcome.problems.extend(rounds.judge(run, attempt=attempt))
+        elif not any(ev.get("kind") == "fault" for rec in records for ev in rec.events):
+            restart(Kind.FAULT_NEVER_FIRED, f"{where}: attempt {attempt}'s rank fault never fired")
+        if attempt + 1 not in attempts:
+            restart(
+                Kind.NO_RESTART,
+                f"{where}: torchrun did not restart attempt {attempt}: {result.summary()}",
+            )
+            return Restarted(here, later, track)
+        # A round-point fault's judge holds the checkpoints before its round to account.
+        facts = run.checkpoints.facts
+        lost = [] if rounds is not None else ckpt_oracle.lost(facts, _due(scenario, i))
         if lost:
             restart(
                 Kind.LOST_CHECKPOINT,
-                f"{where}: checkpoint {lost[0]} of attempt 0, due before the fault, did not "
-                "complete",
+                f"{where}: checkpoint {lost[0]} of attempt {attempt}, due before the fault, did "
+                "not complete",
                 lost[0],
             )
-            return out, spec, track
-        track, fact = track.resumed(i, phase.world_size)
-        if fact is not None:
-            outcome.resumes.append(fact)
-        track = track.keep(run0, index)
-        expected_restore = str(spec.checkpoint_path(index))
-    last = attempts[-1]
-    later = replace(spec, out_dir=str(attempt_dir(out, last)), restore_from=expected_restore)
-    restored = restored_from(attempt_dir(out, last), phase.world_size)
-    if restored != {expected_restore}:
-        restart(
-            Kind.WRONG_RESTORE,
-            f"{where}: attempt {last} restored {sorted(map(str, restored))}, not the latest "
-            f"checkpoint attempt 0 persisted ({expected_restore})"
+            return Restarted(here, later, track)
+        persisted = latest_checkpoint(out, attempt + 1, suffix)
+        restore = str(persisted) if persisted is not None else spec.restore_from
+        if persisted is not None and persisted.parent == here:
+            index = int(persisted.stem.split("-")[1])
+            if not any(f.index == index for f in run.checkpoints.facts):
+                restart(
+                    Kind.WRONG_RESTORE,
+                    f"{where}: attempt {attempt} persisted checkpoint {index} ({persisted}) but "
+                    "no rank recorded taking it",
+                    index,
+                )
+                return Restarted(here, later, track)
+            track, fact = track.resumed(i, phase.world_size)
+            if fact is not None:
+                outcome.resumes.append(fact)
+            track = track.keep(run, index)
+        nxt = attempt_dir(out, attempt + 1)
+        later = replace(spec, out_dir=str(nxt), restore_from=restore)
+        restored = restored_from(nxt, phase.world_size)
+        if restored != {restore}:
+            restart(
+                Kind.WRONG_RESTORE,
+                f"{where}: attempt {attempt + 1} restored {sorted(map(str, restored))}, not the "
+                f"latest checkpoint an earlier attempt persisted ({restore})",
+            )
+    here = attempt_dir(out, faulted)
+    met = met_round(here)
+    failed = None
+    if attempts[-1] > faulted:
+        errors = [str((r.error or {}).get("error", "")) for r in read_phase(here, phase.world_size)]
+        failed = Problem(
+            Area.LAUNCH,
+            Kind.FAILED,
+            f"{where}: attempt {faulted}, which its fault spared, failed and torchrun restarted "
+            f"it ({attempts[-1] - faulted} more attempt(s)): "
+            + ("; ".join(e for e in errors if e) or "no rank recorded an error"),
+            phase=i,
         )
-    return attempt_dir(out, last), later, track
+    return Restarted(here, later, track, met, failed)
+
+
+def _due(scenario: Scenario, i: int) -> int:
+    """How many of launch ``i``'s checkpoints fall before its first step fault."""
+    kept = scenario.restart_kept(i)
+    if kept is None:
+        return 0
+    marks = sorted({(cp.step, cp.extra) for cp in scenario.phases[i].checkpoints})
+    return marks.index((kept.step, kept.extra)) + 1

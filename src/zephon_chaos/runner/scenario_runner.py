@@ -229,11 +229,17 @@ class ScenarioRunner:
                 if world.place is not None and i < len(scenario.phases) - 1:
                     self.finish_launch()  # Zephon's teardown done before the next one looks
                 world.after_launch(getattr(store_host, "serving", True))
+                restarted = None
                 if phase.max_restarts and phase.rank_faults:
-                    # torchrun restarted the workers: attempt 0 up to the checkpoint attempt 1
-                    # resumed is kept, and attempt 1 is judged as the launch from here on.
-                    out, spec, track = restarted_attempt(scenario, i, spec, result, track, outcome)
-                    phase = replace(phase, rank_faults=())
+                    # torchrun restarted the workers: each attempt the fault ended is judged on
+                    # its own records (a round-point fault's round too) and kept up to the
+                    # checkpoint the next resumed; the attempt the fault spared is judged as
+                    # the launch from here on, with what it met of the dead attempts' rounds.
+                    restarted = restarted_attempt(scenario, i, spec, result, track, outcome, rounds)
+                if restarted is not None:
+                    out, spec, track = restarted.out, restarted.spec, restarted.track
+                    met = replace(met, round=restarted.met, cleared=False)
+                    phase, rounds = replace(phase, rank_faults=()), None
                 launched = read_phase(out, phase.world_size)
                 never = group_never_formed(f"phase {i}", result, launched)
                 if never is not None:  # it tested nothing: the scenario ends without a verdict
@@ -254,6 +260,9 @@ class ScenarioRunner:
                 if faulted is not None:
                     run.held = proxy_faults.held(faulted)
                 outcome.phases.append(run)
+                if restarted is not None and restarted.failed is not None:
+                    outcome.problems.append(restarted.failed)  # torchrun restarted it too
+                    return outcome
                 run.liveness = liveness_oracle.judge_run(run)
                 outcome.problems += run.liveness.found()
                 run.policy = policy_oracle.judge_run(run)

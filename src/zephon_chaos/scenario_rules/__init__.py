@@ -32,8 +32,7 @@ Rules, per launch ``i`` (C: its canonical_replicas):
   only rank fault, one of ``RANK_POINT_ACTIONS``, where a round can time it (as a link
   fault below, but with ``aggregate_dir`` too: the rank's interposer wraps its round files,
   ``faults.dir_interposer``, which have no ``participants`` write), on a rank that writes its
-  point, in round n at most the checkpoint count, and not beside ``dcp`` persistence (a
-  split outcome would block its collective save);
+  point, and in round n at most the checkpoint count;
 * link faults (``proxy_faults``) only where a checkpoint round can time them: two or more
   ranks, aggregation through a store (``store`` or ``store_explicit``), no ``mtp_mode`` (the
   MTP child runs the round; under ``runner: process`` the rank does, as under ``inline``), at

@@ -276,13 +276,6 @@ def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Ite
             f"round {n} of {name!r}, but the launch takes {len(ph.checkpoints)} checkpoint(s)",
             Rule.RANK_POINT_ROUND_COUNT,
         )
-    if s.persist_format in COLLECTIVE_FORMATS:
-        yield Violation(
-            f"{where}.at",
-            f"no round-point rank fault beside {s.persist_format!r} persistence: the ranks "
-            "that got a split outcome's checkpoint would block in its collective save",
-            Rule.RANK_POINT_DCP,
-        )
 
 
 def _link_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:

@@ -4,9 +4,12 @@ One launch may carry one hosted-store fault (``Phase.store_faults``): aggregatio
 ``store_explicit`` (the store the harness hosts and the launches share), timed by a round
 point where a link fault could be (``no_round``), at round n at most the checkpoint count,
 beside no rank or link fault and no retry; ``sigstop`` stalls it 0 < ``stall_s`` <=
-``MAX_STALL_S``. ``max_restarts`` > 0 (torchrun restarts the workers) needs rank faults at
-steps that fire in attempt 0 only (``restart: 0``), no agent kill or stop, one host, and a
-checkpoint if another launch follows (attempt 1 hands on its last).
+``MAX_STALL_S``. ``max_restarts`` > 0 (torchrun restarts the workers) needs rank faults, at
+a step or a round point, that fire from attempt 0 in ``attempts`` attempts at most
+``max_restarts`` (``restart: 0``; the attempt after them runs through), no agent kill or
+stop, one host, and a checkpoint if another launch follows (the last attempt hands on its
+last). Ranks may run free, and a crash inside a round is in the space: what a restarted
+attempt meets of the dead one's round is judged (``explore.known.dead_round``), not refused.
 """
 
 from __future__ import annotations
@@ -136,16 +139,6 @@ def store_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     yield from _restart_violations(s, i)
 
 
-RESTARTS_IN_LOCKSTEP = (
-    "must be 'lockstep' under max_restarts: free-running survivors of the crashed rank enter "
-    "a checkpoint round it never joins, and the restarted workers, in the same store "
-    "namespace (no checkpoint restored), join that dead round: Zephon's documented "
-    "best-effort isolation (KVCoordinator; RoundCoordinator.cleanup leaves failed rounds to "
-    "the operator), failing the restarted round after aggregate_timeout_s"
-)
-"""Why a restarted launch runs in lockstep, as a trainer does."""
-
-
 def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
     ph, where = s.phases[i], f"phases[{i}]"
     if ph.max_restarts < 0:
@@ -159,16 +152,17 @@ def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
             Rule.RESTARTS_NEED_RANK_FAULT,
         )
     for j, f in enumerate(ph.rank_faults):
-        if getattr(f, "at_round", False):
-            yield Violation(
-                f"{where}.rank_faults[{j}].at",
-                "under max_restarts a rank fault fires at a step",
-                Rule.RESTART_FAULT_AT_STEP,
-            )
         if f.restart != 0:
             yield Violation(
                 f"{where}.rank_faults[{j}].restart",
                 "must be 0 under max_restarts: a fault in every attempt uses up the restarts",
+                Rule.RESTART_FAULT_ATTEMPT_ZERO,
+            )
+        elif not 1 <= f.attempts <= ph.max_restarts:
+            yield Violation(
+                f"{where}.rank_faults[{j}].attempts",
+                f"must lie in 1..max_restarts ({ph.max_restarts}): a fault in every attempt "
+                "uses up the restarts",
                 Rule.RESTART_FAULT_ATTEMPT_ZERO,
             )
         if f.action not in RESTART_ACTIONS:
@@ -177,8 +171,6 @@ def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
                 f"under max_restarts one of {RESTART_ACTIONS} (torchrun restarts ended workers)",
                 Rule.RESTART_ACTIONS,
             )
-    if ph.sync != "lockstep":
-        yield Violation(f"{where}.sync", RESTARTS_IN_LOCKSTEP, Rule.RESTARTS_IN_LOCKSTEP)
     if ph.hosts != 1:
         yield Violation(
             f"{where}.max_restarts", "restarts are checked on one host", Rule.RESTARTS_ONE_HOST
@@ -197,14 +189,17 @@ def normalised_store_faults(s: Scenario, i: int, ph: Phase) -> Phase:
     if refusal(s, i) is not None or ph.expect_failure:
         return replace(ph, store_faults=(), max_restarts=0)
     here = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
-    at_step = not any(getattr(f, "at_round", False) for f in ph.rank_faults)
-    restarts = max(0, ph.max_restarts) if ph.rank_faults and at_step and ph.hosts == 1 else 0
+    restarts = max(0, ph.max_restarts) if ph.rank_faults and ph.hosts == 1 else 0
     if restarts:
-        faults = tuple(replace(f, restart=0) for f in ph.rank_faults if f.action in RESTART_ACTIONS)
+        faults = tuple(
+            replace(f, restart=0, attempts=min(max(f.attempts, 1), restarts))
+            for f in ph.rank_faults
+            if f.action in RESTART_ACTIONS
+        )
         restarts = restarts if faults else 0
         ph = replace(ph, rank_faults=faults or ph.rank_faults, max_restarts=restarts)
         if restarts:
-            ph = replace(ph, sync="lockstep", lags=())
+            ph = replace(ph, lags=())
         if faults and i < len(s.phases) - 1 and not ph.checkpoints:
             ph = replace(ph, checkpoints=(CheckpointAt(ph.steps),))
     else:

@@ -72,7 +72,6 @@ class Rule(Enum):
     RANK_POINT_NOT_ON_DIR = "rank-point-not-on-dir"
     RANK_POINT_WRITER = "rank-point-writer"
     RANK_POINT_ROUND_COUNT = "rank-point-round-count"
-    RANK_POINT_DCP = "rank-point-dcp"
 
     # checking: link faults and retry policies
     RETRY_NEEDS_FAILURE = "retry-needs-failure"
@@ -126,10 +125,8 @@ class Rule(Enum):
     RESTARTS_REFUSED_LAUNCH = "restarts-refused-launch"
     RESTARTS_NONNEGATIVE = "restarts-nonnegative"
     RESTARTS_NEED_RANK_FAULT = "restarts-need-rank-fault"
-    RESTART_FAULT_AT_STEP = "restart-fault-at-step"
     RESTART_FAULT_ATTEMPT_ZERO = "restart-fault-attempt-zero"
     RESTART_ACTIONS = "restart-actions"
-    RESTARTS_IN_LOCKSTEP = "restarts-in-lockstep"
     RESTARTS_ONE_HOST = "restarts-one-host"
     RESTARTED_LAUNCH_CHECKPOINTS = "restarted-launch-checkpoints"
 

@@ -161,7 +161,7 @@ def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> Rank
     """The first round-point rank fault on a rank that writes its point, if a round can
     time it (else None: the launch keeps its step faults)."""
     ph = s.phases[i]
-    if not faults or no_point_round(s, i) is not None or s.persist_format in COLLECTIVE_FORMATS:
+    if not faults or no_point_round(s, i) is not None:
         return None
     f = faults[0]
     point = rank_point(f)

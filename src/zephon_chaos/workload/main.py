@@ -63,11 +63,16 @@ def run(spec: WorkloadSpec) -> int:
     """One rank process of a torchrun group: join the process group, run the rank, leave."""
     import torch.distributed as dist
 
-    from zephon_chaos.faults.restart import restart_store, restart_view
+    from zephon_chaos.faults.restart import MET_ROUND, met_round, restart_store, restart_view
 
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     spec = restart_view(spec)
+    met = met_round(spec) if rank == 0 else None
+    if met is not None:  # before this attempt's leader can announce a round of its own
+        out = RecordWriter(spec.out_dir, rank)
+        out.write(MET_ROUND, **met)
+        out.close()
     if spec.backend == "nccl":
         import torch
 
@@ -183,7 +188,7 @@ def run_rank(
     per_step = max(1, len(lanes))
     marks = checkpoint_marks(spec, per_step)
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
-    firing = [f for f in spec.faults if f.restart in (None, restart) and not f.at_round]
+    firing = [f for f in spec.faults if f.fires_in(restart) and not f.at_round]
     faults = {f.at_step * per_step: f for f in firing if f.rank == rank}
     faulted_steps = {f.at_step * per_step for f in firing}
     child_faults = {f.at_step * per_step: f for f in spec.child_faults if f.rank == rank}

@@ -219,8 +219,10 @@ class RankFault:
     """A fault the rank applies to itself (or its agent) at a logical point.
 
     ``at_step``: before consuming global step k. ``action``: sigkill | sigterm | sigstop |
-    exit | raise | kill_agent. ``rank``: which rank acts. ``restart``: only in that torchrun
-    restart attempt (``TORCHELASTIC_RESTART_COUNT``); None fires in every attempt.
+    exit | raise | kill_agent. ``rank``: which rank acts. ``restart``: the first torchrun
+    restart attempt it fires in (``TORCHELASTIC_RESTART_COUNT``), and ``attempts``: in how
+    many attempts from there (a crash loop: attempts 0..k-1 fail, attempt k runs through);
+    ``restart`` None fires in every attempt.
     ``at``: ``step`` (at ``at_step``), or a round point of ``ROUND_PHASES`` with an optional
     ``#n`` (the rank's n-th write of that point): the interposer fires it right before that
     write (the harness turns it into a ``PhaseTrigger``; ``at_step`` is then unused).
@@ -231,11 +233,21 @@ class RankFault:
     action: str
     restart: int | None = None
     at: str = AT_STEP
+    attempts: int = 1
 
     @property
     def at_round(self) -> bool:
         """Timed by a checkpoint-round point rather than a step."""
         return self.at != AT_STEP
+
+    def fires_in(self, attempt: int) -> bool:
+        """Whether it fires in torchrun restart attempt ``attempt``."""
+        return self.restart is None or self.restart <= attempt < self.restart + self.attempts
+
+    @property
+    def until_attempt(self) -> int | None:
+        """The first attempt it no longer fires in (None: it fires in every attempt)."""
+        return None if self.restart is None else self.restart + self.attempts
 
 
 CHILD_TARGETS: tuple[str, ...] = ("workers", "worker")
@@ -279,6 +291,9 @@ class PhaseTrigger:
     attributes: dict[str, int] = field(default_factory=dict)
     stream: str = "downstream"
     hold_timeout_s: float = 60.0
+    until_attempt: int | None = None
+    """The first torchrun restart attempt it no longer fires in (None: every attempt): a
+    round-point rank fault of attempt 0 must not fire again in the restarted workers."""
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ import pytest
 
 from zephon_chaos.deployment import Deployment
 from zephon_chaos.explore import known
+from zephon_chaos.faults.leftover_round import LeftoverRound
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.launch.leftover_round import LeftoverRound
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, SourceSpec
 

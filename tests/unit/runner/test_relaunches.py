@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from zephon_chaos.deployment import Deployment
+from zephon_chaos.faults.leftover_round import DirRounds, LeftoverRound, StoreRounds
 from zephon_chaos.harness_problem import HarnessGap
-from zephon_chaos.launch.leftover_round import DirRounds, LeftoverRound, StoreRounds
 from zephon_chaos.runner.relaunches import Meeting, Relaunches
 from zephon_chaos.workload.spec import PipelineSpec, WorkloadSpec
 
@@ -118,7 +118,7 @@ def test_a_merged_result_closes_a_directory_round(tmp_path: Path) -> None:
 
 
 def test_a_run_id_per_restart_scopes_each_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
-    from zephon_chaos.launch.leftover_round import launch_scope
+    from zephon_chaos.faults.leftover_round import launch_scope
     from zephon_chaos.workload.main import _restart_scoped
 
     spec = WorkloadSpec(pipeline=PipelineSpec(run_id="zc-run"), run_id_per_restart=True)

@@ -99,9 +99,6 @@ IN_ROUND = RankFault(1, 0, "sigkill", at="ack")
 AT_STEP = RankFault(1, 1, "exit", restart=0)
 
 REFUSED = {
-    "rank-point-dcp": _store_pair(persist="dcp", rank_faults=(IN_ROUND,)),
-    "restart-fault-at-step": _store_pair(max_restarts=1, rank_faults=(IN_ROUND,)),
-    "restarts-in-lockstep": _store_pair(max_restarts=1, rank_faults=(AT_STEP,), sync="free"),
     "lag-drift-no-agreement": _store_pair(
         sync="free", lags=(RankLag(1, by=1),), retry="lockstep"
     ),
@@ -145,3 +142,22 @@ def test_the_in_process_tier_names_its_rule_too() -> None:
     refused = inproc_refused(_store_pair("process").validate())
     assert refused is not None and refused.rule is Rule.INPROC_RUNNER_PROCESS
     assert refused.text.startswith("scenario.pipeline.runner:")
+
+
+RESTARTED_IN_ROUND = RankFault(1, 0, "sigkill", restart=0, at="shard")
+PUT_BACK_RESTARTS = {
+    "rank-point-dcp": _store_pair(persist="dcp", rank_faults=(IN_ROUND,)),
+    "restart-fault-at-step": _store_pair(max_restarts=1, rank_faults=(RESTARTED_IN_ROUND,)),
+    "restarts-in-lockstep": _store_pair(max_restarts=1, rank_faults=(AT_STEP,), sync="free"),
+}
+"""A crash inside a round under torchrun's restarts, free-running ranks under them, and a
+crash inside a round beside DCP: once class c refusals, now judged (docs/space.md)."""
+
+
+@pytest.mark.parametrize("rule", sorted(PUT_BACK_RESTARTS))
+def test_a_crash_inside_a_round_under_restarts_or_dcp_is_no_longer_refused(rule: str) -> None:
+    s = PUT_BACK_RESTARTS[rule]
+    assert s.validate() is s
+    assert normalised(s) == s
+    assert rule not in {r.value for r in Rule}
+    assert rule not in classes(SPACE.read_text())

@@ -16,7 +16,7 @@ error names that very round (the trigger, not the symptom alone):
 from __future__ import annotations
 
 from zephon_chaos.explore.known.defect import KnownDefect, KnownKind, run_of
-from zephon_chaos.launch.leftover_round import LeftoverRound
+from zephon_chaos.faults.leftover_round import LeftoverRound
 from zephon_chaos.problem import Problem
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
 

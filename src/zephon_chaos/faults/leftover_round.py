@@ -70,14 +70,15 @@ def round_namespace(run_id: str, restored: Mapping[str, Any] | None) -> str | No
     return None if scoped is None else f"zephon/{scoped}"
 
 
-def launch_scope(spec: WorkloadSpec) -> str | None:
-    """``{run_id}-{reload_count}`` the first attempt of ``spec``'s launch will use."""
+def launch_scope(spec: WorkloadSpec, attempt: int = 0) -> str | None:
+    """``{run_id}-{reload_count}`` torchrun attempt ``attempt`` of ``spec``'s launch uses
+    (``spec`` as that attempt sees it: ``faults.restart.restart_view``)."""
     from zephon_chaos.workload import persist
 
     restored = (
         None if spec.restore_from is None else persist.load(spec.restore_from, spec.persist_format)
     )
-    run_id = spec.pipeline.run_id + ("-r0" if spec.run_id_per_restart else "")
+    run_id = spec.pipeline.run_id + (f"-r{attempt}" if spec.run_id_per_restart else "")
     return scoped_run_id(run_id, restored)
 
 
