@@ -129,6 +129,11 @@ def _in_barrier(stacks: Stacks) -> str | None:
     return "barrier-hang" if any("wait_in_barrier" in s for s in stacks.values()) else None
 
 
+def _both_ready(ready: Path) -> bool:
+    """The trigger: both ranks announced their wait (a silent start-up is no hang)."""
+    return len(list(ready.iterdir())) == 2
+
+
 @pytest.mark.cpu
 def test_a_real_group_whose_stacks_show_the_hang_is_cut_short(
     torchrun_group, tmp_path: Path
@@ -141,7 +146,7 @@ def test_a_real_group_whose_stacks_show_the_hang_is_cut_short(
         deadline_s=240.0,
         name="hang-cut",
     )
-    watch = HangWatch(3.0, _in_barrier, watched=(ready,))
+    watch = HangWatch(3.0, _in_barrier, lambda: _both_ready(ready), watched=(ready,))
     result = torchrun_group.spawn_spec(replace(spec, hang_watch=watch)).wait()
     assert result.timed_out and result.cut_short is not None, result.summary()
     assert result.cut_short.defect == "barrier-hang"
@@ -168,7 +173,9 @@ def test_a_real_group_whose_stacks_show_no_known_hang_keeps_its_deadline(
         deadline_s=30.0,
         name="hang-kept",
     )
-    watch = HangWatch(3.0, nothing_known, watched=(ready,), max_checks=2)
+    watch = HangWatch(
+        3.0, nothing_known, lambda: _both_ready(ready), watched=(ready,), max_checks=2
+    )
     result = torchrun_group.spawn_spec(replace(spec, hang_watch=watch)).wait()
     assert result.timed_out and result.cut_short is None
     assert result.duration_s >= 30.0
