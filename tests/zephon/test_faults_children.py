@@ -92,3 +92,38 @@ def test_workers_killed_at_the_last_step_leave_the_checkpoint_and_the_close_whol
     assert judged_ok(outcome), outcome.report()
     (kill,) = child_events(outcome, CHILD_FAULT_RECORD)
     assert kill["killed"], kill
+
+
+HUNG_DEADLINE_S = 360.0
+"""The explorer's deadline of a launch with worker processes (120 s x 3)."""
+QUIET_S = 20.0
+"""Short of the default (``runner.hangs.quiet_period_s``: 163 s at T = 30 s), so the test
+shows the cut within minutes; the default's own cost is ``benchmarks/known_hang_cost.py``'s."""
+
+
+@pytest.mark.slow
+def test_a_launch_hung_by_the_orphaned_queue_lock_is_cut_short_as_that_known_defect(
+    resume_check,
+) -> None:
+    """With the known hangs injected, as the explorer injects them, a launch hung by a killed
+    idle worker ends once quiet and recognised, well before its deadline, and is judged as
+    that known defect alone. The defect is met by timing: a run whose killed workers were
+    busy has no hang to cut (skipped)."""
+    from zephon_chaos.explore.known import HANG_SIGNATURES
+    from zephon_chaos.explore.signature import signature
+
+    resume_check.runner.deadline_s = HUNG_DEADLINE_S
+    resume_check.runner.hang_signatures = HANG_SIGNATURES
+    resume_check.runner.hang_quiet_s = QUIET_S
+    outcome = resume_check(killed_workers(at_step=2))
+    result = outcome.phases[0].result
+    if not result.timed_out:
+        assert outcome.ok, outcome.report()
+        pytest.skip("the killed workers were busy: the orphaned lock was not met this time")
+    cut = result.cut_short
+    assert cut is not None and cut.defect == KILLED_WORKER_ORPHANS_QUEUE_LOCK.id, result.summary()
+    assert result.duration_s < HUNG_DEADLINE_S / 2, result.summary()
+    assert cut.quiet_s >= QUIET_S
+    assert explaining(outcome) == [KILLED_WORKER_ORPHANS_QUEUE_LOCK]
+    assert judged_ok(outcome), outcome.report()
+    assert signature(outcome) == f"known.{KILLED_WORKER_ORPHANS_QUEUE_LOCK.id}"

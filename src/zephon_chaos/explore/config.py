@@ -41,6 +41,9 @@ SHRINK_S = 60.0
 """At most this long for Hypothesis's shrinking of one finding; polishing takes over then."""
 KNOWN_SHRINK_SHARE = 0.25
 """A known defect's share of ``SHRINK_S``: its minimal scenario is pinned by a strict xfail."""
+KNOWN_CONFIRM_RUNS = 1
+"""Confirmation reruns of a known defect's finding: confirmed once per run, since its label
+decides nothing (``findings.confirmation_order``) and a known hang's rerun is a hang."""
 BOTH_INPROC_SHARE = 0.6
 """With ``--tier both``: the in-process search's share of the search time."""
 SEARCH_SHARE: dict[str, float] = {"torchrun": 0.7, "inproc": 0.5}

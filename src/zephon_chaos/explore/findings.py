@@ -135,6 +135,13 @@ class Finding:
         return self.signature.startswith(("known.", "limitation."))
 
     @property
+    def hung(self) -> bool:
+        """Its kept run has a launch that hung (to its deadline, or cut short as a known
+        hang): each run of it costs a hang."""
+        kept = self.outcome
+        return kept is not None and any(run.result.timed_out for run in kept.phases)
+
+    @property
     def limitation(self) -> bool:
         return self.signature.startswith("limitation.")
 

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from zephon_chaos.faults.scenario_proxy import parse_at
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.exitcodes import signal_name
-from zephon_chaos.launch.result import RankOutcome, error_type
+from zephon_chaos.launch.result import CutShort, RankOutcome, error_type
 from zephon_chaos.oracles.dp_groups import representatives
 from zephon_chaos.oracles.liveness_model import Step
 from zephon_chaos.problem import Problem
@@ -54,6 +54,8 @@ class ExitKind(str, Enum):
     SIGNAL = "killed by a signal"
     STOPPED = "stopped after another rank failed"
     DEADLINE = "hung: ended at the launch's deadline"
+    CUT_SHORT = "hung: cut short as a known hang"
+    """Ended before its deadline, its launch's stacks recognised as a known hang."""
     UNKNOWN = "unknown"
 
 
@@ -158,6 +160,8 @@ class Launch:
     """Faults it planned that left no record of firing."""
     ran: bool = True
     """False: the scenario ended before this launch (or never ran): only its plan is known."""
+    cut_short: CutShort | None = None
+    """A hang ended before its deadline as the known hang it showed (``launch.hangwatch``)."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +275,7 @@ def _launch(
         _restored(outcome, run),
         None if run.result.first_failure is None else run.result.first_failure.rank,
         _unfired(run, events),
+        cut_short=run.result.cut_short,
     )
 
 
@@ -420,7 +425,7 @@ def _exit(
     if code == 0:
         return Exit(ExitKind.CLEAN, at)
     if run.result.timed_out and result.killed_by_harness:
-        return Exit(ExitKind.DEADLINE, None)
+        return Exit(ExitKind.CUT_SHORT if run.result.cut_short else ExitKind.DEADLINE, None)
     if code is None:
         return Exit(ExitKind.UNKNOWN, at)
     if result.killed_by_harness or (code == -signal.SIGTERM and not scheduled):

@@ -13,7 +13,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 from zephon_chaos.explore.activity import Activity, ActivityClock
-from zephon_chaos.explore.config import ExploreConfig
+from zephon_chaos.explore.config import KNOWN_CONFIRM_RUNS, ExploreConfig
 from zephon_chaos.explore.findings import (
     Finding,
     FindingLabel,
@@ -159,7 +159,8 @@ class JudgingMixin:
             assert self.progress is not None
             self.progress.tier = finding.tier
             runner = self._runner(finding.tier)
-            finding.confirm(lambda s: self._run(runner, s), cfg.confirm_runs)  # noqa: B023
+            runs = min(cfg.confirm_runs, KNOWN_CONFIRM_RUNS) if finding.known else cfg.confirm_runs
+            finding.confirm(lambda s: self._run(runner, s), runs)  # noqa: B023
             reruns = ", ".join(finding.reruns)
             self.progress.note(f"{finding.signature}: {finding.label} ({reruns})")
             if cfg.tier == "both" and finding.tier == "inproc":

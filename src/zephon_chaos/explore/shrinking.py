@@ -70,9 +70,12 @@ class ShrinkingMixin(JudgingMixin):
         self, sig: str, deadline: float, stats: TierStats | None = None
     ) -> ShrinkStop | None:
         """Why Hypothesis's shrinking of ``sig`` ends now, or None to go on: past its own
-        time (``shrink_s``, less for a known defect), the search's deadline, or the tier's
-        shrink allowance (not enough left for one more run on its route)."""
+        time (``shrink_s``, less for a known defect, none for a known hang), the search's
+        deadline, or the tier's shrink allowance (not enough left for one more run on its
+        route)."""
         finding = self.findings[sig]
+        if finding.known and finding.hung:
+            return ShrinkStop.BOUND  # each candidate a hang; its standalone repro is minimal
         bound = self.config.shrink_s * (KNOWN_SHRINK_SHARE if finding.known else 1.0)
         began = self._shrink_began.get(sig, self._started + finding.first_seen_s)
         now = time.monotonic()

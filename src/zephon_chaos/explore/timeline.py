@@ -48,6 +48,7 @@ EXIT_STYLE: dict[ExitKind, tuple[str, str]] = {
     ExitKind.SIGNAL: ("*", "#8172B2"),
     ExitKind.STOPPED: ("s", "#999999"),
     ExitKind.DEADLINE: (">", "#E08214"),
+    ExitKind.CUT_SHORT: (">", "#E08214"),
     ExitKind.UNKNOWN: ("d", "#999999"),
 }
 FAULT, BAD, INK, BATCH = "#D62728", "#B2182B", "#333333", "#4C72B0"
@@ -342,12 +343,13 @@ def _exit(ax: Axes, where: str, y: int, lane: RankLane, at: float, causes: dict[
         ExitKind.SIGNAL: f"{e.signal}" + (" (scheduled)" if e.scheduled else ""),
         ExitKind.STOPPED: "stopped",
         ExitKind.DEADLINE: "hung: deadline",
+        ExitKind.CUT_SHORT: "hung: cut short",
         ExitKind.UNKNOWN: "exit unknown",
     }[e.kind]
     n = len(lane.batches)
     count = f"{n} batch{'es' * (n != 1)}" + (f" ({lane.kept} kept)" if lane.kept != n else "")
     text = ", ".join(t for t in (what, count) if t)
-    loud = e.kind in (ExitKind.ERROR, ExitKind.SIGNAL, ExitKind.DEADLINE)
+    loud = e.kind in (ExitKind.ERROR, ExitKind.SIGNAL, ExitKind.DEADLINE, ExitKind.CUT_SHORT)
     ax.annotate(
         text,
         (at, y),
@@ -415,6 +417,8 @@ def _launch_title(launch: Launch) -> str:
         parts.append("not run")
     elif launch.refused:
         parts.append("refused")
+    elif launch.cut_short is not None:
+        parts.append(launch.cut_short.describe())
     elif launch.timed_out:
         parts.append("passed its deadline")
     else:

@@ -29,6 +29,7 @@ from zephon_chaos.launch.elastic_errors import (
 )
 from zephon_chaos.launch.exitcodes import describe
 from zephon_chaos.launch.first_failure import FailedRank, first_failure
+from zephon_chaos.launch.hangwatch import Cut, HangWatcher, progress_mark
 from zephon_chaos.launch.launch_env import launch_env
 from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
 from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
@@ -93,6 +94,7 @@ class TorchrunGroup:
         self._result: GroupResult | None = None
         self._attempt = 0
         self._death_watch = DeathWatch(self.registry.pid_dir)
+        self._cut: Cut | None = None
 
     # ---- starting -------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
@@ -246,11 +248,10 @@ class TorchrunGroup:
                 break
             self.registry.kill_all()
             self._spawn_agents()
-        if timed_out and self.on_deadline is not None:
-            try:
-                stacks = self.on_deadline(self)
-            except Exception as exc:  # diagnostics must never hide the timeout itself
-                stacks = {"stack capture": f"failed: {exc!r}"}
+        if self._cut is not None:
+            stacks = self._cut.stacks  # taken when the hang was recognised
+        elif timed_out and self.on_deadline is not None:
+            stacks = self._stacks()
         self.kill()
         self._result = self._collect(timed_out, stacks)
         return self._result
@@ -258,16 +259,43 @@ class TorchrunGroup:
     def run(self) -> GroupResult:
         return self.start().wait()
 
+    def _stacks(self) -> dict[str, str]:
+        assert self.on_deadline is not None
+        try:
+            return self.on_deadline(self)
+        except Exception as exc:  # diagnostics must never hide the timeout itself
+            return {"stack capture": f"failed: {exc!r}"}
+
+    def _watcher(self) -> HangWatcher | None:
+        """The spec's hang watch over this group's files, capturing as at the deadline
+        (none without a capture to take: nothing to recognise a hang by)."""
+        watch = self.spec.hang_watch
+        if watch is None or self.on_deadline is None:
+            return None
+        folders = (*watch.watched, self.registry.pid_dir)
+        return HangWatcher(
+            watch, lambda: progress_mark(folders), self._stacks, started_at=self._started_at
+        )
+
     def _wait_agents(self) -> bool:
-        """Wait for every agent until the deadline; False if it passed."""
+        """Wait for every agent until the deadline, or until the hang watch recognises a
+        known hang (``self._cut``); False if either came first."""
+        watcher = self._watcher()
         for agent in self.agents:
-            remaining = self.remaining_s()
-            if remaining <= 0:
-                return all(a.poll() is not None for a in self.agents)
-            try:
-                agent.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                return False
+            while True:
+                remaining = self.remaining_s()
+                if remaining <= 0:
+                    return all(a.poll() is not None for a in self.agents)
+                step = remaining if watcher is None else min(remaining, watcher.poll_s)
+                try:
+                    agent.wait(timeout=step)
+                    break
+                except subprocess.TimeoutExpired:
+                    if watcher is None or step >= remaining:
+                        return False
+                    self._cut = watcher.poll()
+                    if self._cut is not None:
+                        return False
         return True
 
     def _static_bind_failed(self) -> bool:
@@ -378,6 +406,7 @@ class TorchrunGroup:
             stacks=stacks,
             attempts=self._attempt,
             notes=notes,
+            cut_short=None if self._cut is None else self._cut.cut_short,
         )
 
     def _rank_exit(

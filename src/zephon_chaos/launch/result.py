@@ -75,6 +75,22 @@ class RankOutcome:
         return read_tail(path, lines)
 
 
+@dataclass(frozen=True)
+class CutShort:
+    """A launch ended before its deadline because its stacks showed a hang already known
+    (``launch.hangwatch``): still a hang (``timed_out``), judged as that hang alone."""
+
+    defect: str
+    """The known hang's id (a known defect of the code under test)."""
+    at_s: float
+    """Seconds into the launch when it was recognised."""
+    quiet_s: float
+    """How long the launch had made no progress then."""
+
+    def describe(self) -> str:
+        return f"cut short: known hang {self.defect} recognised after {self.quiet_s:.0f}s quiet"
+
+
 @dataclass
 class GroupResult:
     name: str
@@ -92,6 +108,9 @@ class GroupResult:
     """When the harness began ending a failed group (``time.monotonic()`` of the rank clock),
     where it knows: the in-process tier. A rank's call that ended after it ended by the
     teardown, as torchrun's SIGTERM would have ended it, not by anything Zephon did."""
+    cut_short: CutShort | None = None
+    """Set on a hang ended before its deadline because it was recognised as a known one
+    (``timed_out`` is then True as well: every reading of a hang holds)."""
 
     @property
     def ok(self) -> bool:
@@ -113,7 +132,8 @@ class GroupResult:
             lines.append(f"first failure: rank {ff.rank}: {ff.error}")
         stuck = self.stuck_frames()
         if stuck:
-            lines.append("stuck at the deadline (innermost frame of the program's main thread):")
+            when = "when cut short" if self.cut_short else "at the deadline"
+            lines.append(f"stuck {when} (innermost frame of the program's main thread):")
             lines += [f"  {who}: {where}" for who, where in stuck.items()]
         lines.extend(self.notes)
         return "\n".join(lines)
@@ -166,6 +186,8 @@ class GroupResult:
         return "stacks captured" if self.stacks else "no stacks captured"
 
     def _verdict(self) -> str:
+        if self.cut_short is not None:
+            return f"{self.cut_short.describe()}; {self.stacks_note} and the whole tree killed"
         if self.timed_out:
             return f"passed its deadline; {self.stacks_note} and the whole tree killed"
         if self.ok:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from zephon_chaos.launch.hangwatch import HangWatch
 
 LaunchPath = Literal["standalone", "static", "c10d"]
 LAUNCH_PATHS: tuple[LaunchPath, ...] = ("standalone", "static", "c10d")
@@ -46,6 +49,9 @@ class LaunchSpec:
     hosts: int = 1
     """> 1: each of the ``nnodes`` agents on a host of its own, a network namespace
     (``launch.netns``); only a ``NetnsGroup`` launches it."""
+    hang_watch: HangWatch | None = field(default=None, compare=False)
+    """What the group watches for to end a known hang before its deadline
+    (``launch.hangwatch``); None: it waits out its deadline. Torchrun groups only."""
 
     def validate(self) -> None:
         if self.path not in LAUNCH_PATHS:

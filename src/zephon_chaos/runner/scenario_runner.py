@@ -8,14 +8,16 @@ records → oracles → outcome.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from zephon_chaos.diagnostics.stacks import collect_group_stacks
 from zephon_chaos.harness_problem import undescribed_failure
 from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
+from zephon_chaos.launch.hangwatch import HangWatch
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
@@ -23,6 +25,7 @@ from zephon_chaos.oracles import policies as policy_oracle
 from zephon_chaos.problem import Area
 from zephon_chaos.runner.checks import child_fault_gaps, failed_launch, group_never_formed
 from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
+from zephon_chaos.runner.hangs import HangSignature, LaunchContext, hang_watch, quiet_period_s
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.relaunches import Relaunches
 from zephon_chaos.runner.resume import Resume, restarted_attempt
@@ -96,6 +99,22 @@ class ScenarioRunner:
     deadline_cap: Callable[[], float] | None = None
     """Caps each launch's deadline at launch time (an explorer's remaining budget)."""
 
+    hang_signatures: Mapping[str, HangSignature] = MappingProxyType({})
+    """Known hangs by id (injected, as ``deadline_cap`` is): a launch whose stacks show one
+    after a quiet period is cut short as it (``runner.hangs``); none: every hang waits out
+    its deadline."""
+    hang_quiet_s: float | None = None
+    """The quiet period before a launch's stacks are looked at; None: ``quiet_period_s`` of
+    its ``aggregate_timeout_s`` and pipeline."""
+
+    def _hang_watch(self, context: LaunchContext, spec: WorkloadSpec) -> HangWatch | None:
+        """The launch's watch for the known hangs, if any are known."""
+        if not self.hang_signatures:
+            return None
+        workers = spec.pipeline.runner == "process" or spec.pipeline.mtp_mode
+        quiet = self.hang_quiet_s or quiet_period_s(spec.pipeline.aggregate_timeout_s, workers)
+        return hang_watch(self.hang_signatures, context, quiet)
+
     def _deadline(self) -> float:
         cap = self.deadline_cap
         return self.deadline_s if cap is None else min(self.deadline_s, cap())
@@ -136,6 +155,7 @@ class ScenarioRunner:
         path: str,
         hosts: int = 1,
         deadline_s: float | None = None,
+        watch: HangWatch | None = None,
     ) -> GroupResult:
         spec_file = Path(spec.out_dir) / "spec.json"
         spec.write(spec_file)
@@ -151,6 +171,7 @@ class ScenarioRunner:
                 deadline_s=self._deadline() if deadline_s is None else deadline_s,
                 name=name,
                 max_restarts=self._launch_restarts,
+                hang_watch=watch,
             )
         )
 
@@ -223,6 +244,7 @@ class ScenarioRunner:
                         phase.launch,
                         phase.hosts,
                         deadline,
+                        self._hang_watch(LaunchContext(phase, out, stored or faulted), spec),
                     )
                 watching.close()
                 self._launch_restarts = 0

@@ -40,6 +40,7 @@ from zephon_chaos.explore.known.string_key_zero_cid import (
 )
 from zephon_chaos.problem import Problem
 from zephon_chaos.runner import ScenarioOutcome
+from zephon_chaos.runner.hangs import HangSignature
 
 __all__ = [
     "CHECKPOINT_AFTER_RESTORE",
@@ -47,6 +48,7 @@ __all__ = [
     "DEAD_STORE_ACK_CLEANUP",
     "DEAD_STORE_DELETE_TIMEOUTS",
     "FAILED_ROUND_OPEN_IN_DIR",
+    "HANG_SIGNATURES",
     "KILLED_WORKER_ORPHANS_QUEUE_LOCK",
     "KNOWN_DEFECTS",
     "LEADER",
@@ -83,6 +85,11 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     DEAD_ROUND_MEETS_RELAUNCH,
 )
 """The order ``explaining`` and a finding's report list them in."""
+
+HANG_SIGNATURES: dict[str, HangSignature] = {
+    d.id: d.hang for d in KNOWN_DEFECTS if d.hang is not None
+}
+"""The known hangs by defect id: what the explorer's runners cut a quiet launch short for."""
 
 
 def explaining(outcome: ScenarioOutcome) -> list[KnownDefect]:

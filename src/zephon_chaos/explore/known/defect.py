@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
+from zephon_chaos.runner.hangs import HangSignature
 
 
 class KnownKind(enum.Enum):
@@ -36,6 +37,10 @@ class KnownDefect:
     """For a limitation: what a recipe loses when it meets it."""
     mitigation: str = ""
     """For a limitation: what a recipe can do, and the test that shows it works."""
+    hang: HangSignature | None = None
+    """For a defect that hangs its launch until the deadline: its trigger and the frames that
+    identify it while the launch runs, so the launch is cut short once it is quiet
+    (``runner.hangs``). Its frames are the ones ``explains`` reads at the deadline."""
 
 
 def run_of(outcome: ScenarioOutcome, problem: Problem) -> PhaseRun | None:

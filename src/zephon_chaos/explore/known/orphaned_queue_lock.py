@@ -7,6 +7,8 @@ from zephon_chaos.diagnostics.frames import ThreadStack, parse_stacks
 from zephon_chaos.explore.known.defect import KnownDefect, run_of
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
+from zephon_chaos.runner.hangs import HangSignature, LaunchContext
+from zephon_chaos.workload.records import CHILD_FAULT_RECORD
 
 WATCHDOG_REDISPATCH = "_handle_dead_worker"
 """Where Zephon's process-runner watchdog re-dispatches a dead worker's commands."""
@@ -41,6 +43,19 @@ def _orphaned_queue_lock(outcome: ScenarioOutcome, problem: Problem) -> bool:
     )
 
 
+def _workers_killed(context: LaunchContext) -> bool:
+    """The trigger: a rank of the launch has killed pipeline workers (its record says which)."""
+    return any(
+        ev.get("kind") == CHILD_FAULT_RECORD and ev.get("killed")
+        for rec in context.records()
+        for ev in rec.events
+    )
+
+
+ORPHANED_LOCK_HANG = HangSignature(triggered=_workers_killed, stuck=_locked_out)
+"""The hang as the launch runs: workers were killed, and a thread is locked out for good."""
+
+
 KILLED_WORKER_ORPHANS_QUEUE_LOCK = KnownDefect(
     id="killed-worker-orphans-task-queue-lock",
     summary=(
@@ -63,4 +78,5 @@ KILLED_WORKER_ORPHANS_QUEUE_LOCK = KnownDefect(
         "replacements wait for the lock, none reads; docs/faults.md Findings 10)"
     ),
     explains=_orphaned_queue_lock,
+    hang=ORPHANED_LOCK_HANG,
 )

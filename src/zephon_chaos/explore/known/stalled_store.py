@@ -4,9 +4,17 @@ and from a link that delivers nothing."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+from zephon_chaos.diagnostics.frames import ThreadStack
 from zephon_chaos.explore.known.defect import KnownDefect, over_bound, run_of
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
+from zephon_chaos.runner.hangs import HangSignature, LaunchContext
+
+STORE_CALL = ("_call", "_internal/kvstore.py")
+"""Where a TorchKVStore call waits for its reply: ``TorchKVStore._call`` (function, file)."""
 
 
 def _stalled_hosted_store(outcome: ScenarioOutcome, problem: Problem) -> bool:
@@ -50,18 +58,53 @@ STALLED_HOSTED_STORE = KnownDefect(
 )
 
 
+def _stalling(faults: Iterable[Any]) -> list[Any]:
+    """The link faults that stall a link for good (``STALLING_TOXICS``)."""
+    from zephon_chaos.scenario_rules import STALLING_TOXICS
+
+    return [f for f in faults if f.toxic in STALLING_TOXICS]
+
+
 def _stalled_link(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A hang, or a wait over its bound, in a launch whose store link a ``timeout`` toxic
     stalled (the fault's evidence says it acted): the stall is what held it."""
     from zephon_chaos.faults.scenario_proxy import FaultedLaunch
-    from zephon_chaos.scenario_rules import STALLING_TOXICS
 
     stalled = over_bound(problem) or problem.is_(Area.FAULT, Kind.HANG)
     run = run_of(outcome, problem) if stalled else None
     fault = None if run is None else run.fault
     if not isinstance(fault, FaultedLaunch) or not fault.evidence:
         return False
-    return any(f.toxic in STALLING_TOXICS for f in fault.faults)
+    return bool(_stalling(fault.faults))
+
+
+def _stall_installed(context: LaunchContext) -> bool:
+    """The trigger: a stalling toxic of the launch is on its link, from the start or put
+    there by its rank's interposer at its round point (the interposer's event says so)."""
+    from zephon_chaos.faults.interposer import read_events
+    from zephon_chaos.faults.scenario_proxy import FaultedLaunch, parse_at
+
+    fault = context.fault
+    if not isinstance(fault, FaultedLaunch):
+        return False
+    for stall in _stalling(fault.faults):
+        phase, n = parse_at(stall.at)
+        if phase == "start" or any(
+            e.get("kind") == "fired" and e.get("phase") == phase and e.get("n") == n
+            for e in read_events(context.out_dir, stall.rank)
+        ):
+            return True
+    return False
+
+
+def _in_store_call(thread: ThreadStack) -> bool:
+    """A thread waiting for a store's reply inside a TorchKVStore call."""
+    func, file = STORE_CALL
+    return any(f.func.split(".")[-1] == func and f.file.endswith(file) for f in thread.frames)
+
+
+STALLED_LINK_HANG = HangSignature(triggered=_stall_installed, stuck=_in_store_call)
+"""The hang as the launch runs: a stalling toxic acted, and a rank waits in a store call."""
 
 
 STALLED_STORE_LINK = KnownDefect(
@@ -84,4 +127,5 @@ STALLED_STORE_LINK = KnownDefect(
         "under a deadline of 3 T + 3 s + 30 s (faults.scenario_proxy.stall_deadline_s)"
     ),
     explains=_stalled_link,
+    hang=STALLED_LINK_HANG,
 )
