@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, TextIO
@@ -143,7 +143,7 @@ class _Child:
         env.pop(STEP_SUMMARY_ENV, None)  # the parent writes the step summary, merged
         run.folder.mkdir(parents=True, exist_ok=True)
         self._stderr_log = (run.folder / STDERR_LOG).open("wb")
-        with (run.folder / STDOUT_LOG).open("wb") as stdout:
+        with (run.folder / STDOUT_LOG).open("wb") as stdout, _sigint_heard_by_children():
             self.proc = subprocess.Popen(
                 argv,
                 env=env,
@@ -200,6 +200,22 @@ class _Child:
         self.run.exit_code = self.proc.returncode
         if self.run.problem is None and self.proc.returncode not in REPORTED:
             self.run.problem = f"exited {self.proc.returncode}"
+
+
+@contextlib.contextmanager
+def _sigint_heard_by_children() -> Iterator[None]:
+    """Children started inside take SIGINT as Ctrl-C, even where this process ignores it (a
+    background job of a script): an ignored signal stays ignored across ``exec``, a handled
+    one is reset, and Python turns a default SIGINT into ``KeyboardInterrupt``."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass
