@@ -78,8 +78,10 @@ class TimeToFind:
 def explore_argv(
     seed: int, budget: str, report: Path, plant: str | None, extra: Sequence[str]
 ) -> list[str]:
+    """One seed's explore: in one process (``--jobs 1``, as the figures measured before
+    ``--jobs`` were), unless ``extra`` says otherwise (the last ``--jobs`` counts)."""
     argv = [sys.executable, "-m", "zephon_chaos.cli", "explore", "--budget", budget]
-    argv += ["--seed", str(seed), "--report", str(report), *extra]
+    argv += ["--seed", str(seed), "--report", str(report), "--jobs", "1", *extra]
     return argv + (["--plant", plant] if plant else [])
 
 
