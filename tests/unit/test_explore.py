@@ -360,13 +360,16 @@ def test_the_planted_defect_found_in_process_reproduces_on_torchrun(
 
 
 @pytest.mark.parametrize(
-    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+    ("signum", "code", "jobs"),
+    [(signal.SIGINT, 130, "1"), (signal.SIGTERM, 143, "1"), (signal.SIGINT, 130, "2")],
+    ids=["ctrl-c", "sigterm", "ctrl-c-two-jobs"],
 )
 def test_ctrl_c_stops_cleanly_and_writes_the_report_so_far(
-    tmp_path: Path, signum: signal.Signals, code: int
+    tmp_path: Path, signum: signal.Signals, code: int, jobs: str
 ) -> None:
     """SIGINT (or SIGTERM: a cancelled job) once scenarios run: exit 130 (143), a summary
-    marked interrupted, nothing left."""
+    marked interrupted, nothing left; with ``--jobs 2`` the parent passes it on to its
+    shards and merges what they wrote."""
     report, tmp = tmp_path / "report", tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
@@ -382,6 +385,8 @@ def test_ctrl_c_stops_cleanly_and_writes_the_report_so_far(
             str(report),
             "--seed",
             "1",
+            "--jobs",
+            jobs,
         ],
         env=env,
         stdout=subprocess.PIPE,

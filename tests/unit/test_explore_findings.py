@@ -203,7 +203,7 @@ def test_the_exit_status_follows_the_sections(
             return result
 
     monkeypatch.setattr(search, "Explorer", FakeExplorer)
-    argv = ["explore", "--budget", "10s", "--report", str(tmp_path / "r")]
+    argv = ["explore", "--budget", "10s", "--report", str(tmp_path / "r"), "--jobs", "1"]
     assert cli.main(argv + (["--fail-on-flaky"] if flag else [])) == status
     out, err = capsys.readouterr()
     heads = {

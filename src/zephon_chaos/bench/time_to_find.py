@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from zephon_chaos.explore import jobs
 from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.summary_json import (
     SUMMARY_JSON,
@@ -29,14 +30,14 @@ from zephon_chaos.explore.summary_json import (
     SummaryFacts,
     read_summary_json,
 )
-from zephon_chaos.procs import pids_with_env
+from zephon_chaos.procs import kill_with_env, pids_with_env
 
 MARKER_VAR = "ZC_TIME_TO_FIND_RUN"
 """Carried by every process of one explore run: how its whole tree is found and killed."""
-OVERRUN_S = 120.0
-"""A run's deadline past its budget: start-up (importing torch), the report, the closing."""
-INTERRUPT_GRACE_S = 60.0
-"""After SIGINT at the deadline, how long explore gets to write its report before SIGKILL."""
+# A run's deadline past its budget (start-up, the report, the closing), and how long it gets
+# after SIGINT to write its report: those of ``explore --jobs``'s children.
+OVERRUN_S = jobs.OVERRUN_S
+INTERRUPT_GRACE_S = jobs.INTERRUPT_GRACE_S
 EXIT_OK = (0, 1, 130)
 """explore's exit codes with a report: nothing but known defects, a violation, interrupted."""
 
@@ -77,8 +78,10 @@ class TimeToFind:
 def explore_argv(
     seed: int, budget: str, report: Path, plant: str | None, extra: Sequence[str]
 ) -> list[str]:
+    """One seed's explore: in one process (``--jobs 1``, as the figures measured before
+    ``--jobs`` were), unless ``extra`` says otherwise (the last ``--jobs`` counts)."""
     argv = [sys.executable, "-m", "zephon_chaos.cli", "explore", "--budget", budget]
-    argv += ["--seed", str(seed), "--report", str(report), *extra]
+    argv += ["--seed", str(seed), "--report", str(report), "--jobs", "1", *extra]
     return argv + (["--plant", plant] if plant else [])
 
 
@@ -87,21 +90,9 @@ def marked(marker: str) -> list[int]:
     return pids_with_env(MARKER_VAR, marker)
 
 
-def kill_marked(marker: str, rounds: int = 50) -> int:
+def kill_marked(marker: str) -> int:
     """SIGKILL every process carrying ``marker`` until none is left; how many there were."""
-    seen: set[int] = set()
-    for _ in range(rounds):
-        pids = marked(marker)
-        if not pids:
-            break
-        seen.update(pids)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                os.kill(pid, signal.SIGCONT)
-        # Killed processes linger as zombies until reaped; one more scan tells.
-        time.sleep(0.05)
-    return len(seen)
+    return kill_with_env(MARKER_VAR, marker)
 
 
 def run_explore(

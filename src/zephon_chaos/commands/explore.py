@@ -42,15 +42,19 @@ class ExitStatus(enum.IntEnum):
     INTERRUPTED = 130
 
 
-def exit_status(result: ExploreResult, fail_on_flaky: bool = False) -> ExitStatus:
-    """What the findings make of the run; a violation outranks a harness problem."""
+def exit_status(
+    result: ExploreResult, fail_on_flaky: bool = False, shards_failed: bool = False
+) -> ExitStatus:
+    """What the findings make of the run, one run's or the merged report of ``--jobs``'s
+    shards alike; a violation outranks a harness problem. ``shards_failed``: some shard of
+    ``--jobs`` ended without a report of its own, a failure of the harness."""
     if result.interrupted:
         return ExitStatus.INTERRUPTED
     if result.in_section(Section.VIOLATION):
         return ExitStatus.VIOLATION
     if fail_on_flaky and result.in_section(Section.FLAKY):
         return ExitStatus.VIOLATION
-    if result.in_section(Section.HARNESS):
+    if result.in_section(Section.HARNESS) or shards_failed:
         return ExitStatus.HARNESS
     return ExitStatus.CLEAN
 
@@ -123,6 +127,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="self-test: give every scenario a deliberate workload defect (see "
         "zephon_chaos.workload.plants), which the search must find and shrink",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the exploration as N local shards, one process each, sharing the budget's "
+        "wall time, one example database and one merged report (REPORT/shards/<i> keeps each "
+        "shard's own); 1: in this process, as a single run (default: the CPUs this process may "
+        "use; 1 with --shard)",
     )
     parser.add_argument(
         "--shard",
@@ -214,6 +228,49 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
+def jobs_of(jobs: int | None, shard: str | None, cores: int) -> int:
+    """How many local shards ``--jobs`` asks for: the ``cores`` by default, one under a
+    ``--shard`` of the user's (a shard is not split again); UsageError naming the flag."""
+    if jobs is None:
+        return 1 if shard is not None else max(cores, 1)
+    if jobs < 1:
+        raise UsageError(
+            f"--jobs {jobs}: must be at least 1 (1 explores in this process; leave it out for "
+            f"one per CPU, {cores} here)"
+        )
+    if jobs > 1 and shard is not None:
+        raise UsageError(
+            f"--jobs {jobs} with --shard {shard}: a shard of a split run is not split again; "
+            "give each runner its --shard and leave --jobs out (or --jobs 1), or drop --shard "
+            "to split this run into local shards"
+        )
+    return jobs
+
+
+JOBS_OWN = ("--jobs", "--shard", "--report", "--database", "--junitxml", "--seed")
+"""Flags a child of ``--jobs`` is given by the parent (:func:`child_options` leaves them)."""
+
+
+def child_options(args: argparse.Namespace, seed: int) -> list[str]:
+    """The flags of ``args`` as a child explore of ``--jobs`` takes them: every option of this
+    command's parser with its value (so a new option reaches the children unasked), the seed
+    drawn once for all, but none of ``JOBS_OWN`` (the parent sets them per child)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    options = ["--seed", str(seed)]
+    for action in parser._actions:  # argparse has no public list of a parser's options
+        flag = next((o for o in action.option_strings if o.startswith("--")), None)
+        if flag is None or flag in JOBS_OWN:
+            continue
+        value = getattr(args, action.dest)
+        if action.nargs == 0:  # store_true / store_false: given when not the default
+            if value != action.default:
+                options.append(flag)
+        elif value is not None:
+            options += [flag, str(value)]
+    return options
+
+
 NATIVE_LOG = "native-stderr.log"
 """In the report: what native code (c10d's C++ logging) and Zephon's own log lines in the
 in-process ranks, and in the threads they started, wrote to stderr during the run."""
@@ -221,6 +278,12 @@ in-process ranks, and in the threads they started, wrote to stderr during the ru
 
 def run(args: argparse.Namespace) -> int:
     config = _config(args)
+    from zephon_chaos.explore.jobs import usable_cores
+
+    cores = usable_cores()
+    jobs = jobs_of(getattr(args, "jobs", None), getattr(args, "shard", None), cores)
+    if jobs > 1:
+        return _explore_jobs(args, config, jobs, cores)
     from zephon_chaos.commands.native_stderr import native_stderr_to
     from zephon_chaos.inproc.group import RANK_THREADS
 
@@ -245,7 +308,74 @@ def _explore(args: argparse.Namespace, config: ExploreConfig) -> int:
         f"(seed {config.seed}{shard}); report in {config.report_dir}",
         file=sys.stderr,
     )
-    result = explorer.run()
+    return int(_conclude(args, explorer.run()))
+
+
+def _explore_jobs(args: argparse.Namespace, config: ExploreConfig, jobs: int, cores: int) -> int:
+    """``--jobs N``, N > 1: N children explore a shard each; their reports merge into the
+    report folder, which then reads as one run's (:mod:`zephon_chaos.explore.jobs`)."""
+    from zephon_chaos.explore.budget import format_duration
+    from zephon_chaos.explore.database import DatabaseError, close_database, open_database
+    from zephon_chaos.explore.jobs import (
+        child_argv,
+        joins_databases,
+        merged_result,
+        read_shards,
+        run_jobs,
+        shared_database,
+    )
+    from zephon_chaos.explore.merge import merge, write_merged
+    from zephon_chaos.explore.shard import Shard
+
+    report = config.report_dir
+    database = shared_database(config.database, report)
+    try:  # a database that cannot be opened starts nothing, as in a single run
+        close_database(open_database(database, report))
+    except DatabaseError as exc:
+        raise UsageError(f"--database {exc}") from None
+    if jobs > cores:
+        print(
+            f"note: --jobs {jobs} is more than the {cores} CPU(s) this process may use: the "
+            "shards share them (each gets less of the budget's wall time)",
+            file=sys.stderr,
+        )
+    print(
+        f"exploring for {format_duration(config.budget_s)} on the {config.tier} tier as "
+        f"{jobs} local shards (seed {config.seed}, database {database}); report in {report}",
+        file=sys.stderr,
+    )
+    options = child_options(args, config.seed)
+    shards = [Shard(i, jobs) for i in range(1, jobs + 1)]
+    done = run_jobs(
+        [(s, child_argv(options, s, report, database)) for s in shards],
+        report,
+        config.budget_s,
+        sys.stderr,
+    )
+    reports, unread = read_shards(done.runs)
+    for run in done.runs:
+        if run.shard in unread or run.problem or run.leftovers:
+            print(f"zephon-chaos explore: {run.line()}", file=sys.stderr)
+    if not reports:
+        print(
+            f"zephon-chaos explore: no shard wrote a report (see {report}/shards/*/stderr.log)",
+            file=sys.stderr,
+        )
+        return int(ExitStatus.INTERRUPTED if done.interrupted else ExitStatus.HARNESS)
+    merged = merge(reports)
+    write_merged(merged, report, join_databases=joins_databases(database, report))
+    result = merged_result(
+        merged, report, budget_s=config.budget_s, elapsed_s=done.elapsed_s,
+        max_world=config.max_world,
+    )
+    result.interrupted = result.interrupted or done.interrupted
+    return int(_conclude(args, result, shards_failed=bool(done.failed)))
+
+
+def _conclude(
+    args: argparse.Namespace, result: ExploreResult, shards_failed: bool = False
+) -> ExitStatus:
+    """What the run found, on stdout; its CI files; its exit status (one run or merged)."""
     print(f"{result.scenarios} scenarios, {len(result.findings)} finding(s)")
     for section in Section:
         found = result.in_section(section)
@@ -253,20 +383,21 @@ def _explore(args: argparse.Namespace, config: ExploreConfig) -> int:
             print(f"{SECTION_HEADS[section]}:")
             for finding in found:
                 _print_finding(finding)
-    print(f"report: {config.report_dir / 'summary.md'}")
+    print(f"report: {result.report_dir / 'summary.md'}")
     fail_on_flaky = bool(getattr(args, "fail_on_flaky", False))
     _write_ci_reports(result, getattr(args, "junitxml", None), fail_on_flaky)
-    status = exit_status(result, fail_on_flaky=fail_on_flaky)
+    status = exit_status(result, fail_on_flaky=fail_on_flaky, shards_failed=shards_failed)
     if status is ExitStatus.INTERRUPTED:
         print("zephon-chaos explore: interrupted; everything started was stopped", file=sys.stderr)
     elif status is ExitStatus.HARNESS:
+        shards = "; a shard ended without its report" if shards_failed else ""
         print(
             "zephon-chaos explore: no violation, but the harness failed "
             f"({len(result.in_section(Section.HARNESS))} harness problem(s), listed apart in "
-            "the report): a bug of zephon-chaos to fix, not a finding in Zephon",
+            f"the report{shards}): a bug of zephon-chaos to fix, not a finding in Zephon",
             file=sys.stderr,
         )
-    return int(status)
+    return status
 
 
 def _write_ci_reports(result: ExploreResult, junitxml: str | None, fail_on_flaky: bool) -> None:

@@ -260,8 +260,19 @@ class Finding:
         lines.append(f"minimal scenario: {self.scenario.summary()}")
         if path is not None:
             lines.append(f"replay: {replay_command(path, self.tier)}")
-        lines += ["", self.report]
+        lines += [EVIDENCE_SEPARATOR, self.report]
         return "\n".join(lines)
+
+
+EVIDENCE_SEPARATOR = ""
+"""In :meth:`Finding.describe`: the blank line between the finding's header (one line each)
+and its evidence; :func:`evidence_of` splits there."""
+
+
+def evidence_of(description: str) -> str:
+    """The evidence part of a :meth:`Finding.describe` text (a finding's ``.txt`` file): what
+    a merged report's finding carries, its header being remade from the merged facts."""
+    return description.partition("\n" + EVIDENCE_SEPARATOR + "\n")[2].rstrip("\n")
 
 
 def evidence(outcome: ScenarioOutcome) -> str:

@@ -307,11 +307,12 @@ def _missing(runs: list[RunFacts]) -> list[str]:
 # ---- writing ---------------------------------------------------------------------------
 
 
-def write_merged(merged: Merged, out: Path) -> Path:
-    """Write ``out/summary.json``, ``out/summary.md``, the kept findings' files and the
-    joined example database; return the markdown's path."""
+def write_merged(merged: Merged, out: Path, join_databases: bool = True) -> Path:
+    """Write ``out/summary.json``, ``out/summary.md``, the kept findings' files and (unless
+    ``join_databases`` is off: ``out/example-db`` is the database the runs shared, already
+    whole) the joined example database; return the markdown's path."""
     out.mkdir(parents=True, exist_ok=True)
-    for name in (FINDINGS, LOCAL_COPY):
+    for name in (FINDINGS, LOCAL_COPY) if join_databases else (FINDINGS,):
         if (out / name).is_dir():
             shutil.rmtree(out / name)  # a previous merge's: replaced whole
     for c in merged.kept.values():
@@ -321,7 +322,7 @@ def write_merged(merged: Merged, out: Path) -> Path:
         (out / FINDINGS).mkdir(exist_ok=True)
         for sibling in src.parent.glob(f"{src.stem}.*"):
             shutil.copy2(sibling, out / FINDINGS / sibling.name)
-    for r in merged.reports:
+    for r in merged.reports if join_databases else ():
         db = r.folder / LOCAL_COPY
         if db.is_dir():  # a directory database: one file per example, named by its hash
             shutil.copytree(db, out / LOCAL_COPY, dirs_exist_ok=True)

@@ -180,6 +180,24 @@ def pids_with_env(var: str, value: str) -> list[int]:
     return found
 
 
+def kill_with_env(var: str, value: str, rounds: int = 50) -> int:
+    """SIGKILL every process whose environment carries ``var=value`` until none is left (a
+    dying parent may still start or re-parent children); how many there were."""
+    seen: set[int] = set()
+    for _ in range(rounds):
+        pids = pids_with_env(var, value)
+        if not pids:
+            break
+        seen.update(pids)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGCONT)
+        # Killed processes linger as zombies until reaped; wait for the table to say so.
+        _wait_until(lambda pids=pids: not set(pids) & set(pids_with_env(var, value)), 0.05)
+    return len(seen)
+
+
 def scan_tag(tag: str) -> set[ProcId]:
     """Processes whose environment carries ``ZEPHON_CHAOS_GROUP=tag`` (root or same user)."""
     ids = (proc_id(pid) for pid in pids_with_env(TAG_VAR, tag))
