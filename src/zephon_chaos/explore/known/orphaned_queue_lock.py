@@ -6,7 +6,8 @@ from __future__ import annotations
 from zephon_chaos.diagnostics.frames import ThreadStack, parse_stacks
 from zephon_chaos.explore.known.defect import KnownDefect, run_of
 from zephon_chaos.problem import Area, Kind, Problem
-from zephon_chaos.runner import ScenarioOutcome
+from zephon_chaos.runner import PhaseRun, ScenarioOutcome
+from zephon_chaos.workload.records import CHILD_FAULT_RECORD
 
 WATCHDOG_REDISPATCH = "_handle_dead_worker"
 """Where Zephon's process-runner watchdog re-dispatches a dead worker's commands."""
@@ -28,13 +29,23 @@ def _locked_out(thread: ThreadStack) -> bool:
     return in_worker or in_watchdog
 
 
+def _killed_workers(run: PhaseRun) -> bool:
+    """The launch's child fault killed a worker: a rank's ``child-fault`` record lists a PID
+    it signalled (the trigger, not the schedule alone)."""
+    return any(
+        ev.get("kind") == CHILD_FAULT_RECORD and ev.get("killed")
+        for rec in run.records
+        for ev in rec.events
+    )
+
+
 def _orphaned_queue_lock(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A launch whose child fault killed workers hung, and its stacks show a replacement
     waiting for the task queue's read lock or the watchdog still re-dispatching."""
     if not problem.is_(Area.LAUNCH, Kind.TIMEOUT):
         return False
     run = run_of(outcome, problem)
-    if run is None or not run.phase.child_faults:
+    if run is None or not run.phase.child_faults or not _killed_workers(run):
         return False
     return any(
         _locked_out(thread) for text in run.result.stacks.values() for thread in parse_stacks(text)
