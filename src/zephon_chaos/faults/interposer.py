@@ -149,10 +149,6 @@ class LinkHeals:
             self._due.append(heal)
             self._log = log
 
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._due)
-
     def heal(self, plan: InterposerPlan) -> list[dict[str, Any]]:
         """Undo every due action on ``plan``'s proxy (enable it, remove the toxic); the facts
         of each, as logged (kind ``healed``)."""
