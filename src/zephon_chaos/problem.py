@@ -74,6 +74,9 @@ class Kind(StrEnum):
     INCONSISTENT = "inconsistent"
     MOVED = "moved"
     CHANGED_ON_DISK = "changed-on-disk"
+    NO_RECOVERY_AFTER_HEAL = "no-recovery-after-heal"
+    """A link fault healed at the end of its round, every rank on time, and the next
+    checkpoint call did not complete on every rank (``oracles.healing``)."""
     # batches (in order of precedence within the area)
     MISSING = "missing"
     DUPLICATED = "duplicated"

@@ -23,6 +23,7 @@ from zephon_chaos.workload.spec import (
     AGGREGATIONS,
     FORMATS,
     MAPPINGS,
+    NEVER,
     RETRIES,
     RUNNERS,
     SYNCS,
@@ -38,10 +39,12 @@ from zephon_chaos.workload.spec import (
     from_dict,
 )
 
-SCENARIO_VERSION = 2
-"""2: the deployment (``deployment.Deployment``) is part of the scenario, and ``found``
-(:class:`Found`) says how a finding was found. A file of version 1 ran under
-``deployment.BEFORE_VERSION_2`` and its ``run_id_policy``, has no ``found``, and loads as such."""
+SCENARIO_VERSION = 3
+"""3: a link fault may heal (``ProxyFault.until``); a file of version 1 or 2 has none that
+does, and loads with every ``until`` ``never``. 2: the deployment (``deployment.Deployment``)
+is part of the scenario, and ``found`` (:class:`Found`) says how a finding was found. A file
+of version 1 ran under ``deployment.BEFORE_VERSION_2`` and its ``run_id_policy``, has no
+``found``, and loads as such."""
 TIERS: tuple[str, ...] = ("inproc", "torchrun")
 """What runs a scenario: rank threads in one interpreter, or real torchrun groups."""
 
@@ -61,7 +64,10 @@ class ProxyFault:
 
     ``rank``: whose link; ``toxic``: a Toxiproxy toxic type; ``attributes``: its attributes;
     ``stream``: upstream or downstream; ``at``: ``start`` or a checkpoint-round phase
-    (``announce``, ``shard``, ``outcome``, ``ack``) seen by the interposer.
+    (``announce``, ``shard``, ``outcome``, ``ack``) seen by the interposer; ``until``
+    (``LINK_HEALS``): when it is removed: ``never`` (it stays to the launch's end), or
+    ``round_end``: once the rank's ``checkpoint()`` call it fired in has returned or raised
+    (a transient reset or cut; the next checkpoint must then complete, ``oracles.healing``).
     """
 
     rank: int
@@ -69,6 +75,12 @@ class ProxyFault:
     attributes: dict[str, int] = field(default_factory=dict)
     stream: str = "downstream"
     at: str = "start"
+    until: str = NEVER
+
+    @property
+    def heals(self) -> bool:
+        """Removed before the launch ends (``until`` other than ``never``)."""
+        return self.until != NEVER
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from zephon_chaos.inproc import inproc_refusal
 from zephon_chaos.scenario import ProxyFault, Scenario
 from zephon_chaos.scenario_rules import (
+    HEALING_TOXICS,
     LEADER_POINTS,
     POINT_AGGREGATIONS,
     RANK_POINT_ACTIONS,
@@ -200,8 +201,20 @@ STORE_FAULTS = scenarios(tier="torchrun", store_faults=True)
         lambda s: any(f.at == "outcome" for _, f, _ in _link_faults(s)),
         lambda s: any(f.at == "ack" for _, f, _ in _link_faults(s)),
         lambda s: bool(_link_faults(s)) and s.pipeline.runner == "process",
+        *[
+            lambda s, t=t: any(f.toxic == t and f.heals for _, f, _ in _link_faults(s))
+            for t in HEALING_TOXICS
+        ],
     ],
-    ids=[*STORE_TOXICS, *RETRIES[1:], "at-start", "at-outcome", "at-ack", "process-runner"],
+    ids=[
+        *STORE_TOXICS,
+        *RETRIES[1:],
+        "at-start",
+        "at-outcome",
+        "at-ack",
+        "process-runner",
+        *(f"healed-{t}" for t in HEALING_TOXICS),
+    ],
 )
 def test_the_store_fault_strategy_reaches(feature) -> None:
     find(STORE_FAULTS, feature, settings=REACH)

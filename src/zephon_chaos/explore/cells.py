@@ -8,12 +8,15 @@ from dataclasses import dataclass
 from enum import Enum
 
 from zephon_chaos.oracles.faults import COMPLETED, FAILED, FINDING, SPLIT, SPLIT_RESOLVED
+from zephon_chaos.oracles.healing import HealOutcome
 from zephon_chaos.workload.spec import ROUND_PHASES, StagesSpec
 
 START = "start"
 """A link fault from the launch's start rather than at a round point."""
 ROUND_POINTS: tuple[str, ...] = (START, *ROUND_PHASES)
 FAULT_OUTCOMES: tuple[str, ...] = (COMPLETED, FAILED, SPLIT, SPLIT_RESOLVED, FINDING)
+HEAL_OUTCOMES: tuple[str, ...] = tuple(o.value for o in HealOutcome)
+"""What the heal oracle (``oracles.healing``) said of a healed fault's next checkpoint call."""
 ROLES: tuple[str, ...] = ("leader", "follower")
 MAP_STAGES: tuple[str, ...] = ("off", "tokens", "tokens + filter")
 """What a scenario's map stage does: nothing, give rows tokens, or also drop some."""
@@ -58,6 +61,8 @@ class Dim(Enum):
     STORE_FAULT = "store fault (toxic, point, aggregation, retry)"
     STORE_FAULT_ROLE = "store fault (point, rank role)"
     STORE_FAULT_OUTCOME = "store fault outcome"
+    STORE_FAULT_HEAL = "store fault that heals (toxic, until)"
+    STORE_FAULT_HEAL_OUTCOME = "store fault that heals: the next checkpoint call"
     SYNC = "sync (how ranks arrive at a checkpoint)"
     LAG = "lag (who is late, policy after the late round)"
     DRIFT = "drift (a lag of whole checkpoint intervals, policy after it)"

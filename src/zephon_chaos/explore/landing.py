@@ -109,6 +109,8 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
             point = pf.at.partition("#")[0]
             yield cell(Dim.STORE_FAULT, pf.toxic, point, scenario.pipeline.aggregation, ph.retry)
             yield cell(Dim.STORE_FAULT_ROLE, point, ROLES[0] if pf.rank == 0 else ROLES[1])
+            if pf.heals:
+                yield cell(Dim.STORE_FAULT_HEAL, pf.toxic, pf.until)
         yield from _hosted_cells(scenario, i)
         if ph.rank_faults and not ph.max_restarts and i < len(scenario.phases) - 1:
             yield cell(Dim.RELAUNCH, Relaunch.AFTER_CRASH.value)
@@ -135,6 +137,9 @@ def _outcome_cells(outcome: ScenarioOutcome) -> Iterator[Cell]:
                 else Dim.STORE_FAULT_OUTCOME
             )
             yield cell(dim, run.fault.verdict.outcome)
+        healing = getattr(run.fault, "healing", None)  # a link-faulted launch's, if it heals
+        if healing is not None:
+            yield cell(Dim.STORE_FAULT_HEAL_OUTCOME, healing.outcome.value)
         for rec in run.records:
             dry = rec.exhausted_after
             if dry is not None and any(ev.after_batches >= dry for ev in rec.checkpoints):

@@ -14,6 +14,7 @@ from functools import cached_property
 from zephon_chaos.explore.cells import (
     CHILD_WHEN,
     FAULT_OUTCOMES,
+    HEAL_OUTCOMES,
     MAP_STAGES,
     ROLES,
     ROUND_POINTS,
@@ -50,10 +51,12 @@ from zephon_chaos.strategies import (
     EXHAUSTION_CHOICES,
     EXHAUSTION_ODDS,
     FOLLOWER_PHASES,
+    HEALING_TOXICS,
     INPROC_RUNNER_ODDS,
     LAG_POLICIES,
     LAUNCH_CHOICES,
     LEADER_PHASES,
+    LINK_HEALS,
     MAPPING_CHOICES,
     MTP_CHOICES,
     PACK_ODDS,
@@ -285,6 +288,11 @@ def declare(
             add(cell(Dim.STORE_FAULT_ROLE, point, role), store, _role_reason(point, role))
     for outcome in FAULT_OUTCOMES:
         add(cell(Dim.STORE_FAULT_OUTCOME, outcome), store)
+    for toxic in (t for t in STORE_TOXICS if t in HEALING_TOXICS):
+        for until in LINK_HEALS[1:]:
+            add(cell(Dim.STORE_FAULT_HEAL, toxic, until), store)
+    for outcome in HEAL_OUTCOMES:
+        add(cell(Dim.STORE_FAULT_HEAL_OUTCOME, outcome), store)
     out += _hosted_declared(inproc, faults, max_world, max_phases)
     for target in CHILD_TARGETS:
         for when in CHILD_WHEN:

@@ -440,7 +440,8 @@ def _planned_text(fault: object) -> str:
     if isinstance(fault, ChildFault):
         return f"r{fault.rank} kill {fault.target} @ step {fault.at_step}"
     if isinstance(fault, ProxyFault):
-        return f"r{fault.rank} {fault.toxic} @ {fault.at}"
+        healed = f" until {fault.until}" if fault.heals else ""
+        return f"r{fault.rank} {fault.toxic} @ {fault.at}{healed}"
     if isinstance(fault, StoreFault):
         return f"store {fault.action} @ {fault.at}"
     return type(fault).__name__

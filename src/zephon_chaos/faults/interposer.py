@@ -19,6 +19,11 @@ rank's event file (``<out_dir>/interposer/rank<r>.jsonl``, flushed; fsynced befo
 destructive action, so a SIGKILL cannot lose the evidence). A trigger (``PhaseTrigger``)
 matching the n-th write of a phase applies its action before or after the write reaches the
 store; the harness hears of it on the control channel (``faults.control``).
+
+A proxy action with ``until`` ``round_end`` is undone by the rank itself (:class:`LinkHeals`):
+the workload calls ``plan.heals.heal()`` once the ``checkpoint()`` call it fired in has
+returned or raised, a logical point of the rank's own, and the link is whole again for the
+next call (``oracles.healing`` holds Zephon to completing that one).
 """
 
 from __future__ import annotations
@@ -29,13 +34,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from zephon_chaos.errors import InvalidInput
-from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger
+from zephon_chaos.workload.spec import LINK_HEALS, NEVER, ROUND_PHASES, PhaseTrigger
 
 SCHEME = "chaos"
 ACTIONS: dict[str, str] = {
@@ -109,6 +114,65 @@ def validate(trigger: PhaseTrigger, where: str = "trigger") -> None:
         raise InterposerError(f"{where}.when: a write can only be dropped before it is made")
     if trigger.action == "toxic" and not trigger.toxic:
         raise InterposerError(f"{where}.toxic: action 'toxic' needs a toxic type (latency, ...)")
+    if trigger.until not in LINK_HEALS:
+        raise InterposerError(f"{where}.until: {trigger.until!r} is not one of {LINK_HEALS}")
+    if trigger.until != NEVER and trigger.action not in PROXY_ACTIONS:
+        raise InterposerError(
+            f"{where}.until: only a link action ({', '.join(PROXY_ACTIONS)}) can be undone; "
+            f"action {trigger.action!r} takes until {NEVER!r}"
+        )
+
+
+@dataclass(frozen=True)
+class Heal:
+    """A link action to undo: the trigger that applied it, and what it applied."""
+
+    trigger: PhaseTrigger
+    facts: dict[str, Any]
+    """The fired event's facts (``phase``, ``n``, ``key``, ``proxy``: the toxic's name)."""
+
+
+class LinkHeals:
+    """The link actions a rank's interposer applied that end with the faulted round.
+
+    Filled by the interposer when such a trigger fires, emptied by :meth:`heal` once the
+    ``checkpoint()`` call it fired in has returned or raised (the workload calls it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due: list[Heal] = []
+        self._log: EventLog | None = None
+
+    def add(self, heal: Heal, log: EventLog) -> None:
+        """``heal`` is due; :meth:`heal` logs it where its firing was logged."""
+        with self._lock:
+            self._due.append(heal)
+            self._log = log
+
+    def heal(self, plan: InterposerPlan) -> list[dict[str, Any]]:
+        """Undo every due action on ``plan``'s proxy (enable it, remove the toxic); the facts
+        of each, as logged (kind ``healed``)."""
+        with self._lock:
+            due, self._due, log = self._due, [], self._log
+        if not due:
+            return []
+        from zephon_chaos.faults.proxy.client import ToxiproxyClient
+
+        assert plan.proxy_api_url and plan.proxy_name
+        done = []
+        with ToxiproxyClient(plan.proxy_api_url, timeout_s=10.0) as client:
+            for heal in due:
+                if heal.trigger.action == "cut":
+                    client.enable(plan.proxy_name)
+                else:
+                    client.remove_toxic(plan.proxy_name, heal.facts["proxy"]["toxic"])
+                facts = {k: heal.facts[k] for k in ("rank", "phase", "n")}
+                facts["action"] = heal.trigger.action
+                facts["until"] = heal.trigger.until
+                if log is not None:
+                    log.write("healed", sync=True, **facts)
+                done.append(facts)
+        return done
 
 
 @dataclass
@@ -121,6 +185,8 @@ class InterposerPlan:
     control: str | None = None
     proxy_api_url: str | None = None
     proxy_name: str | None = None
+    heals: LinkHeals = field(default_factory=LinkHeals, compare=False, repr=False)
+    """Its link actions that end with their round (``until``), due to be undone."""
 
     def __post_init__(self) -> None:
         for i, trigger in enumerate(self.triggers):
@@ -222,6 +288,8 @@ class PhaseWrites:
         if action in PROXY_ACTIONS:
             fired["proxy"] = self._proxy_action(trigger)
             self._tell("fired", fired, sync=True)
+            if trigger.until != NEVER:
+                self.plan.heals.add(Heal(trigger, fired), self.log)
             return
         self._tell("fired", fired, sync=action != "event")
         if action == "drop":

@@ -12,8 +12,13 @@ fault acts:
   ``phase#n`` for the rank's n-th such write (default 1): the rank's interposer adds the toxic
   to its own proxy (``down``: disables it) right before that write.
 
+``ProxyFault.until`` says when it ends: ``never`` (the launch's end), or ``round_end``: the
+rank removes the toxic (``down``: enables the proxy) itself, through the same API, once the
+``checkpoint()`` call it fired in has returned or raised (``interposer.LinkHeals``).
+
 After the launch the faulted checkpoint is judged by :mod:`zephon_chaos.oracles.faults`, with
-the evidence that the fault acted: the proxy's link counters, the interposer's event.
+the evidence that the fault acted: the proxy's link counters, the interposer's event; a healed
+fault's next checkpoint call by :mod:`zephon_chaos.oracles.healing`.
 
 A ``timeout`` toxic stalls its link: a known Zephon defect (``explore.known``) keeps store
 calls on it blocked past any multiple of ``aggregate_timeout_s``, so a launch that waits for
@@ -33,6 +38,7 @@ from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
 from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
 from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as fault_oracle
+from zephon_chaos.oracles import healing as healing_oracle
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger, WorkloadSpec
@@ -84,6 +90,7 @@ def triggers_for(faults: tuple[Any, ...]) -> tuple[PhaseTrigger, ...]:
                 toxic="" if action == "cut" else fault.toxic,
                 attributes=dict(fault.attributes),
                 stream=fault.stream,
+                until=fault.until,
             )
         )
     return tuple(out)
@@ -97,6 +104,8 @@ class FaultedLaunch:
     proxies: StoreProxies
     evidence: list[str] = field(default_factory=list)
     verdict: fault_oracle.FaultVerdict | None = None
+    healing: healing_oracle.HealVerdict | None = None
+    """The verdict on the next call after a healed fault (None: no fault of it heals)."""
 
 
 class ProxyFaultSession:
@@ -121,7 +130,8 @@ class ProxyFaultSession:
         for i, fault in enumerate(faults):
             if not 0 <= fault.rank < world_size:
                 raise ProxyFaultError(f"proxy_faults[{i}].rank {fault.rank} is not a rank")
-        proxies = StoreProxies(self.client, world_size)
+        steady = any(f.heals and f.toxic == DOWN for f in faults)  # enabled again: see there
+        proxies = StoreProxies(self.client, world_size, steady_ports=steady)
         launch = FaultedLaunch(faults, proxies)
         self.launches.append(launch)
         for fault in faults:
@@ -166,7 +176,28 @@ class ProxyFaultSession:
         )
         launch.verdict.evidence[:0] = launch.evidence
         problems += [p.in_phase(run.index) for p in launch.verdict.problems]
+        if any(f.heals for f in launch.faults) and not (run.result and run.result.timed_out):
+            problems += self._judge_healing(launch, run)
         return problems
+
+    @staticmethod
+    def _judge_healing(launch: FaultedLaunch, run: Any) -> list[Problem]:
+        """The heal oracle's verdict, its evidence told with the faulted round's."""
+        phase = run.phase
+        launch.healing = healing_oracle.judge(
+            run.records,
+            canonical_replicas=run.spec.pipeline.canonical_replicas,
+            retry=phase.retry,
+            late=bool(phase.rank_faults or phase.lags),
+        )
+        assert launch.verdict is not None
+        launch.verdict.evidence += launch.healing.evidence
+        if not healing_oracle.heals_of(run.records):
+            launch.verdict.evidence.append(
+                "no rank recorded a heal: the faulted call never returned on its rank (a fault "
+                "that left no evidence is told above)"
+            )
+        return [p.in_phase(run.index) for p in launch.healing.problems]
 
     @staticmethod
     def held(launch: FaultedLaunch) -> dict[int, list[tuple[float, float]]]:

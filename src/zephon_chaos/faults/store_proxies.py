@@ -11,13 +11,23 @@ acted is the proxy's own link counters (``GET /proxies/{name}/stats``, embedded 
 from __future__ import annotations
 
 import contextlib
+import random
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from zephon_chaos.faults.placement import PLACEHOLDER_UPSTREAM
-from zephon_chaos.faults.proxy.client import ProxyApiError, ProxyStats, ToxicInfo, ToxiproxyClient
+from zephon_chaos.faults.proxy.client import (
+    ProxyApiError,
+    ProxyInfo,
+    ProxyStats,
+    ToxicInfo,
+    ToxiproxyClient,
+)
+from zephon_chaos.launch.ports import candidate_port, is_bind_failure
 
+STEADY_PORT_TRIES = 5
+"""Candidate ports a steady proxy tries before its creation fails (each a bind race lost)."""
 DOWN = "down"
 """The fault name of a disabled proxy (Toxiproxy's ``enabled: false``), beside the toxic types."""
 
@@ -31,16 +41,37 @@ class StoreProxies:
     prefix: str = field(default_factory=lambda: f"zc-store-{uuid.uuid4().hex[:8]}")
     names: dict[int, str] = field(default_factory=dict)
     ports: dict[int, int] = field(default_factory=dict)
+    steady_ports: bool = False
+    """Listen on ports outside the ephemeral range (``launch.ports.candidate_port``), for a
+    proxy that is disabled and enabled again (a healing ``down``): enabling binds its port
+    anew, and while it is down a port of the ephemeral range can be handed to any outgoing
+    connection, or taken by a client that reconnects to it and so connects to itself."""
 
     def __post_init__(self) -> None:
         try:
             for rank in range(self.world_size):
                 name = f"{self.prefix}-r{rank}"
-                info = self.client.create_proxy(name, PLACEHOLDER_UPSTREAM, "127.0.0.1:0")
+                info = self._create(name)
                 self.names[rank], self.ports[rank] = name, info.port
         except BaseException:
             self.close()
             raise
+
+    def _create(self, name: str) -> ProxyInfo:
+        if not self.steady_ports:
+            return self.client.create_proxy(name, PLACEHOLDER_UPSTREAM, "127.0.0.1:0")
+        rng = random.Random()
+        for _ in range(STEADY_PORT_TRIES - 1):  # candidate_port is a hint: another may bind it
+            try:
+                return self.client.create_proxy(
+                    name, PLACEHOLDER_UPSTREAM, f"127.0.0.1:{candidate_port(rng)}"
+                )
+            except ProxyApiError as exc:
+                if not is_bind_failure(str(exc)):
+                    raise
+        return self.client.create_proxy(
+            name, PLACEHOLDER_UPSTREAM, f"127.0.0.1:{candidate_port(rng)}"
+        )
 
     def spec_fields(self) -> dict[str, Any]:
         """The workload spec fields that place each rank's client behind its proxy."""

@@ -39,7 +39,8 @@ Rules, per launch ``i`` (C: its canonical_replicas):
   least one checkpoint, and not a restored launch that checkpoints before its first batch;
   the leader-only points (announce, outcome) on rank 0, the follower-only one (ack)
   elsewhere; a ``reset_peer`` at a round point (at start it resets nothing); the n-th round
-  at most the launch's checkpoint count; a retry policy only with a link fault or a
+  at most the launch's checkpoint count; one that heals (``until``) is a ``down`` or a
+  ``reset_peer`` at a round point (``HEALING_TOXICS``); a retry policy only with a link fault or a
   round-point rank fault that leaves its rank alive (``raise``, ``sigstop``): an ``exit``,
   SIGKILL or SIGTERM ends its rank, and torchrun's agent ends the group within one monitor
   interval, long before any round could fail and be retried;

@@ -10,6 +10,8 @@ from zephon_chaos.workload.spec import (
     AGREEING_RETRIES,
     CHILD_TARGETS,
     COLLECTIVE_FORMATS,
+    LINK_HEALS,
+    NEVER,
     ROUND_PHASES,
     RankFault,
 )
@@ -20,6 +22,7 @@ from zephon_chaos.scenario_rules.hosted import store_fault_violations
 from zephon_chaos.scenario_rules.predicates import (
     CHANGED_C_ERROR,
     CHILD_TAIL_ROWS,
+    HEALING_TOXICS,
     LEADER_POINTS,
     RANK_POINT_ACTIONS,
     REFUSAL_ERROR,
@@ -337,6 +340,31 @@ def _fault_violations(f: ProxyFault, where: str, ph: Phase) -> Iterator[Violatio
             f"{where}.at",
             f"round {n} of {name!r}, but the launch takes {len(ph.checkpoints)} checkpoint(s)",
             Rule.LINK_FAULT_ROUND_COUNT,
+        )
+    yield from _heal_violations(f, where, name)
+
+
+def _heal_violations(f: ProxyFault, where: str, point: str) -> Iterator[Violation]:
+    """``until``: a known end, of a fault that fails a round's store operation (healing a
+    slow link proves nothing, a stalled one never lets its round end), timed by a round."""
+    if f.until not in LINK_HEALS:
+        yield Violation(f"{where}.until", f"must be one of {LINK_HEALS}", Rule.LINK_HEAL_KNOWN)
+        return
+    if not f.heals:
+        return
+    if f.toxic not in HEALING_TOXICS:
+        yield Violation(
+            f"{where}.until",
+            f"only {', '.join(HEALING_TOXICS)} end(s) with a round, not {f.toxic!r}; give "
+            f"until {NEVER!r}",
+            Rule.LINK_HEAL_TOXIC,
+        )
+    if point == "start":
+        yield Violation(
+            f"{where}.until",
+            "a fault from the start ends with no round of its own (a link down from the start "
+            f"fails the pipeline's start): time it by a round point, or give until {NEVER!r}",
+            Rule.LINK_HEAL_AT_ROUND,
         )
 
 

@@ -86,6 +86,9 @@ class Rule(Enum):
     LINK_FAULT_STREAM = "link-fault-stream"
     RESET_AT_START = "reset-at-start"
     LINK_FAULT_ROUND_COUNT = "link-fault-round-count"
+    LINK_HEAL_KNOWN = "link-heal-known"
+    LINK_HEAL_TOXIC = "link-heal-toxic"
+    LINK_HEAL_AT_ROUND = "link-heal-at-round"
 
     # checking: arrival (sync, lags)
     FREE_NEEDS_TWO = "free-needs-two"

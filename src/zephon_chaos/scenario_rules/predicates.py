@@ -30,6 +30,7 @@ __all__ = [
     "CHANGED_C_ERROR",
     "DIR_AGGREGATION",
     "FOLLOWER_POINTS",
+    "HEALING_TOXICS",
     "LEADER_POINTS",
     "POINT_AGGREGATIONS",
     "PROCESS_ENDING_ACTIONS",
@@ -111,6 +112,14 @@ harness's SIGCONT (``faults.round_faults``)."""
 
 
 ROUND_ONLY_ACTIONS = ("sigstop",)
+
+
+HEALING_TOXICS = ("down", "reset_peer")
+"""Link faults that may end with their round (``ProxyFault.until``): a link that is gone, a
+connection reset. Each fails the store operation at once and Zephon's client discards itself,
+so the next checkpoint reconnects (``_internal/kvstore.py``, ``TorchKVStore``): a transient
+fault with a promise after it. A slow link fails nothing to recover from, and a stalled one
+(``STALLING_TOXICS``) keeps its rank's call from returning, so its round never ends."""
 
 
 STALLING_TOXICS = ("timeout",)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from zephon_chaos.workload.spec import (
     AGREEING_RETRIES,
     COLLECTIVE_FORMATS,
+    NEVER,
     ROUND_PHASES,
     CheckpointAt,
     RankFault,
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 from zephon_chaos.scenario_rules.hosted import normalised_store_faults
 from zephon_chaos.scenario_rules.predicates import (
     FOLLOWER_POINTS,
+    HEALING_TOXICS,
     LEADER_POINTS,
     RANK_POINT_ACTIONS,
     ROUND_ONLY_ACTIONS,
@@ -195,14 +197,18 @@ def _drift_fitted(lag: RankLag, ph: Phase) -> RankLag:
 
 
 def _placed(f: ProxyFault, world: int) -> ProxyFault:
-    """``f`` on a rank that writes its point, and timed by a round when it must be."""
+    """``f`` on a rank that writes its point, and timed by a round when it must be; healing
+    only where it may (``HEALING_TOXICS``, at a round point)."""
     point = round_point(f.at)
     if point is None:
         return f
     at = f.at
     if f.toxic == "reset_peer" and point[0] == "start":
         at = ROUND_PHASES[0]
-    return replace(f, rank=_writer(at.partition("#")[0], f.rank, world), at=at)
+    until = f.until
+    if f.heals and (f.toxic not in HEALING_TOXICS or at == "start"):
+        until = NEVER
+    return replace(f, rank=_writer(at.partition("#")[0], f.rank, world), at=at, until=until)
 
 
 def _writer(name: str, rank: int, world: int) -> int:

@@ -38,6 +38,7 @@ from zephon_chaos.strategies.values import (
     DROP_CHOICES,
     EXHAUSTION_CHOICES,
     EXHAUSTION_ODDS,
+    HEALING_TOXICS,
     HOSTED_FAULT_DRAW,
     HOSTED_STORE_ACTIONS,
     HOSTED_STORE_POINTS,
@@ -47,6 +48,7 @@ from zephon_chaos.strategies.values import (
     LATENCIES_MS,
     LAUNCH_CHOICES,
     LINK_FAULT_DRAW,
+    LINK_HEAL_DRAW,
     MAPPING_CHOICES,
     MORE_LAUNCHES,
     MTP_CHOICES,
@@ -324,6 +326,28 @@ def _store_faults(draw: st.DrawFn, world: int, tier: Tier) -> tuple[tuple[ProxyF
     return (ProxyFault(rank=rank, toxic=toxic, attributes=attributes, at=at),), retry
 
 
+def healed(draw: st.DrawFn, scenario: Scenario, max_phases: int) -> Scenario:
+    """``scenario`` with each launch's healing link faults given an end (``LINK_HEAL_DRAW``).
+
+    ``max_phases`` draws (more where an aim laid out more launches), aligned on the last
+    launch (as the launches' tp are): deleting
+    a launch while shrinking leaves every other's draw in place, and each shrinks to ``never``.
+    Normalising then keeps an end only where the rules allow one (at a round point)."""
+    count = max(max_phases, len(scenario.phases))  # an aim may lay out two launches from one
+    ends = [draw(LINK_HEAL_DRAW) for _ in range(count)][-len(scenario.phases) :]
+    phases = tuple(
+        replace(
+            ph,
+            proxy_faults=tuple(
+                replace(f, until=until) if f.toxic in HEALING_TOXICS else f
+                for f in ph.proxy_faults
+            ),
+        )
+        for ph, until in zip(scenario.phases, ends, strict=True)
+    )
+    return scenario.with_(phases=phases)
+
+
 def settled(scenario: Scenario) -> Scenario:
     """``scenario`` made to obey the scenario rules (``scenario_rules.normalised``): what the
     strategies apply to every draw, for scenarios edited after generation (polishing)."""
@@ -408,7 +432,10 @@ def scenarios(
         name="generated",
     )
     # Aims last: every choice above keeps its meaning, and "free" shrinks the aims away.
-    scenario = normalised(aim(draw, scenario, aims, aim_odds) if aims else scenario)
+    scenario = aim(draw, scenario, aims, aim_odds) if aims else scenario
+    if store_faults:  # after every other choice, so that each keeps its meaning
+        scenario = healed(draw, scenario, max_phases)
+    scenario = normalised(scenario)
     # Faults normalising left in place (link, round-point rank and store faults) fail their
     # rounds in seconds, and a lagged round waits out its budget: all take the short one.
     if any(

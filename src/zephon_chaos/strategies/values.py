@@ -14,6 +14,7 @@ from zephon_chaos.deployment import RUN_ID_POLICIES as RUN_ID_POLICIES  # re-exp
 from zephon_chaos.scenario import STORE_ACTIONS
 from zephon_chaos.scenario_rules import (
     FOLLOWER_POINTS,
+    HEALING_TOXICS,
     LEADER_POINTS,
     RANK_POINT_ACTIONS,
     STALLING_TOXICS,
@@ -27,6 +28,7 @@ from zephon_chaos.validation.values import (
 from zephon_chaos.workload.spec import (
     AT_STEP,
     CHILD_TARGETS,
+    LINK_HEALS,
     PACKINGS,
     ROUND_PHASES,
     SHUFFLES,
@@ -56,6 +58,7 @@ __all__ = [
     "EXHAUSTION_CHOICES",
     "EXHAUSTION_ODDS",
     "FOLLOWER_PHASES",
+    "HEALING_TOXICS",
     "HOSTED_FAULT_DRAW",
     "HOSTED_STORE_ACTIONS",
     "HOSTED_STORE_POINTS",
@@ -66,6 +69,8 @@ __all__ = [
     "LAUNCH_CHOICES",
     "LEADER_PHASES",
     "LINK_FAULT_DRAW",
+    "LINK_HEALS",
+    "LINK_HEAL_DRAW",
     "MAPPING_CHOICES",
     "MORE_LAUNCHES",
     "MTP_CHOICES",
@@ -274,5 +279,11 @@ and no other fault."""
 
 LINK_FAULT_DRAW = weighted(("none", "fault"), (1, 2))
 """A link fault in a launch that can take one? Twice in three: the point of ``store_faults``."""
+LINK_HEAL_DRAW = weighted(LINK_HEALS, (1, 1))
+"""Does a launch's link fault end with its round (``ProxyFault.until``)? Half the time, where
+it is one of ``HEALING_TOXICS`` at a round point; ``never`` first. Drawn once per possible
+launch after every other choice (``strategies.generate.healed``), and only with
+``store_faults``: a scenario's other draws keep their meaning, and one without link faults
+draws nothing more."""
 MORE_LAUNCHES = weighted(("stop", "more"), (1, 3))
 """Another launch? Three times in four: most scenarios resume, yet shrinking stops early."""

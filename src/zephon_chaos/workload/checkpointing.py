@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from zephon_chaos.workload import persist
@@ -20,8 +21,12 @@ def take_checkpoint(
     lane_counts: dict[int, int],
     out: RecordWriter,
     hooks: RankHooks,
+    call_ended: Callable[[int, int], None] = lambda index, attempt: None,
 ) -> None:
     """One collective checkpoint; under ``spec.retry``, as many attempts as it allows.
+
+    ``call_ended(index, attempt)`` runs each time a ``pipe.checkpoint()`` call has returned
+    or raised, before anything else (a link fault that ends with its round is undone there).
 
     Each attempt of a retrying rank is recorded (kind ``checkpoint_attempt``, with the
     agreement under lockstep and skip); the one ``checkpoint`` record is the final outcome.
@@ -50,6 +55,7 @@ def take_checkpoint(
             except Exception as exc:
                 ended = time.monotonic()
                 ckpt, error = None, f"{type(exc).__name__}: {exc}"
+                call_ended(index, attempt)
                 if attempt == 1:
                     hooks.call_ended(index)
                 if spec.retry == "none":
@@ -59,6 +65,7 @@ def take_checkpoint(
                     raise
             else:
                 ended = time.monotonic()
+                call_ended(index, attempt)
                 if attempt == 1:
                     hooks.call_ended(index)
         if spec.retry == "none":

@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zephon_chaos.lanes import dp_group, lanes_of
 from zephon_chaos.workload import persist
@@ -26,11 +26,15 @@ from zephon_chaos.workload.plants import Plant
 from zephon_chaos.workload.records import (
     BEGAN_RECORD,
     CHILD_FAULT_RECORD,
+    LINK_HEALED_RECORD,
     WORKERS_RECORD,
     Batch,
     RecordWriter,
 )
 from zephon_chaos.workload.spec import ALL_WORKERS, ChildFault, PipelineSpec, WorkloadSpec
+
+if TYPE_CHECKING:
+    from zephon_chaos.faults.interposer import InterposerPlan
 
 
 def _restart_scoped(spec: WorkloadSpec) -> PipelineSpec:
@@ -150,7 +154,7 @@ def run_rank(
     store, agg_dir = _aggregation(spec)
     if store == "torch://" or str(rank) in spec.store_proxy_ports:
         store = default_store  # torchrun's store, or this rank's proxy in front of its store
-    store = _interposed(spec, rank, store)
+    store, plan = _interposed(spec, rank, store)
     agg_dir = agg_dir or spec.aggregate_dir
     pipe = build_pipeline(
         spec.data,
@@ -198,10 +202,20 @@ def run_rank(
     lane_counts: dict[int, int] = {lane: 0 for lane in lanes}
     fetch_at: float | None = None  # set while next() runs: the error record names that step
 
+    def heal(index: int, attempt: int) -> None:
+        """Undo the link faults that end with the round this call was (``ProxyFault.until``)."""
+        if plan is None:
+            return
+        for facts in plan.heals.heal(plan):
+            out.write(
+                LINK_HEALED_RECORD, index=index, attempt=attempt, at=time.monotonic(), **facts
+            )
+        out.flush()
+
     def checkpoint(after: int) -> None:
         nonlocal taken
         hooks.before_checkpoint(taken)
-        take_checkpoint(pipe, spec, rank, taken, after, lane_counts, out, hooks)
+        take_checkpoint(pipe, spec, rank, taken, after, lane_counts, out, hooks, call_ended=heal)
         taken += 1
 
     try:
@@ -332,17 +346,20 @@ def _tensors_of(payload: Any, tensor_type: type) -> list[Any]:
     return []
 
 
-def _interposed(spec: WorkloadSpec, rank: int, store: str | None) -> str | None:
+def _interposed(
+    spec: WorkloadSpec, rank: int, store: str | None
+) -> tuple[str | None, InterposerPlan | None]:
     """The store URI wrapped in the interposer (``chaos://``) when the spec asks for it
-    (None, aggregate_dir, stays None: ``_interposed_dir`` wraps the pipeline instead)."""
+    (None, aggregate_dir, stays None: ``_interposed_dir`` wraps the pipeline instead), and
+    the interposer's plan (None without one): the rank undoes its healing faults with it."""
     if not (spec.interpose or any(t.rank == rank for t in spec.triggers)):
-        return store
+        return store, None
     from zephon_chaos.faults.interposer import interpose_uri, plan_for
 
     plan = plan_for(spec, rank)
     if store is None or plan is None:  # aggregate_dir: the pipeline's files are interposed
-        return store
-    return interpose_uri(store, plan)
+        return store, None
+    return interpose_uri(store, plan), plan
 
 
 def _interposed_dir(spec: WorkloadSpec, rank: int, pipe: Any) -> None:

@@ -23,6 +23,11 @@ WORKERS_RECORD = "workers"
 (replacements, where the killed ones were replaced)."""
 CHECKPOINT_BEGUN = "checkpoint_begun"
 """A rank's call of ``checkpoint()`` began (``index``, ``started_at``), written before it."""
+LINK_HEALED_RECORD = "link_healed"
+"""A rank removed a fault from its own store link once the ``checkpoint()`` call it fired in
+had returned or raised (``ProxyFault.until``): ``index`` and ``attempt`` of that call,
+``phase`` and ``n`` of the round point that fired it, ``action`` (``cut``: the proxy was
+disabled; ``toxic``: a toxic was added) and ``at`` (monotonic)."""
 
 
 def record_path(out_dir: Path | str, rank: int) -> Path:

@@ -45,6 +45,12 @@ per-step gradient all-reduce keeps them within one step of each other; ``free`` 
 own (data preparation, evaluation), so one may reach ``checkpoint()`` long after another."""
 ROUND_PHASES: tuple[str, ...] = ("announce", "shard", "participants", "outcome", "ack")
 """Checkpoint-round phases the interposer sees, in protocol order (see ``faults.interposer``)."""
+NEVER = "never"
+ROUND_END = "round_end"
+LINK_HEALS: tuple[str, ...] = (NEVER, ROUND_END)
+"""When a link fault is removed (``ProxyFault.until``, ``PhaseTrigger.until``): never (it stays
+to the launch's end), or at the end of the faulted round on its rank: once the rank's
+``checkpoint()`` call the fault fired in has returned or raised (the rank removes it itself)."""
 
 
 class SpecError(InvalidInput, ValueError):
@@ -279,7 +285,8 @@ class PhaseTrigger:
     (1 = its first round); ``when``: ``before`` or ``after`` the write reaches the store.
     ``action``: event | hold | drop | cut | toxic | raise | sigkill | sigterm | sigstop |
     exit | kill_agent (see ``faults.interposer.ACTIONS``); ``toxic``/``attributes``/``stream``
-    describe the toxic of action ``toxic``; ``hold_timeout_s`` bounds a hold.
+    describe the toxic of action ``toxic``; ``hold_timeout_s`` bounds a hold; ``until``
+    (``LINK_HEALS``, actions ``cut`` and ``toxic``): when the rank undoes its action.
     """
 
     rank: int
@@ -294,6 +301,7 @@ class PhaseTrigger:
     until_attempt: int | None = None
     """The first torchrun restart attempt it no longer fires in (None: every attempt): a
     round-point rank fault of attempt 0 must not fire again in the restarted workers."""
+    until: str = NEVER
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import dataclasses
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
-from zephon_chaos.workload.records import RankRecord
+from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RankRecord
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, SourceSpec
 
 KNOWN_ZERO_CID = f"known.{STRING_KEY_ZERO_CID_RESTORE.id}"
@@ -167,6 +168,18 @@ def test_a_retry_refused_for_a_failed_attempts_round_id_is_the_missed_round_defe
     assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=False), other)  # type: ignore[arg-type]
 
 
+def acted(action: str) -> list[Any]:
+    """The store events a hosted-store fault's watcher records for ``action`` at its point."""
+    from zephon_chaos.launch.store_process import StoreAction, StoreEvent
+
+    done = {
+        "kill": [StoreAction.KILLED],
+        "restart": [StoreAction.KILLED, StoreAction.RESTARTED],
+        "sigstop": [StoreAction.STOPPED, StoreAction.CONTINUED],
+    }[action]
+    return [StoreEvent(a, 4242, 10.0 + n) for n, a in enumerate(done)]
+
+
 def _killed_at(at: str, world: int, leader_s: float, action: str = "kill") -> object:
     """A launch of ``world`` ranks whose hosted store got ``action`` at ``at`` (T = 2 s); the
     leader's faulted attempt took ``leader_s``."""
@@ -178,6 +191,7 @@ def _killed_at(at: str, world: int, leader_s: float, action: str = "kill") -> ob
 
     fault = StoreFaultLaunch(StoreFault(action, at), store=None, timeout_s=2.0)  # type: ignore[arg-type]
     fault.verdict = FaultVerdict("failed", 0, durations={0: leader_s, 1: 0.1})
+    fault.acted = acted(action)  # what the watcher did at the point: the trigger happened
     run = SimpleNamespace(
         index=0, fault=fault, liveness=None, phase=SimpleNamespace(world_size=world)
     )
@@ -259,7 +273,9 @@ def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_work
     phase = Phase(2, 8, child_faults=faults)
     result = SimpleNamespace(stacks={"rank 0 (pid 4242)": stack.format(func=func)})
     spec = SimpleNamespace(restore_from=None)
-    run = SimpleNamespace(index=0, phase=phase, result=result, spec=spec)
+    killed = [{"kind": CHILD_FAULT_RECORD, "at_step": 3, "killed": [4250]}] if child_fault else []
+    records = [RankRecord(rank=0, events=killed)]  # the child fault acted: its record
+    run = SimpleNamespace(index=0, phase=phase, result=result, spec=spec, records=records)
     return SimpleNamespace(phases=[run])
 
 

@@ -71,6 +71,8 @@ def test_a_write_is_classified_by_its_place_in_the_round(op: str, key: str, phas
         (PhaseTrigger(0, "shard", occurrence=0), "occurrence"),
         (PhaseTrigger(0, "ack", "drop", when="after"), "when"),
         (PhaseTrigger(0, "ack", "toxic"), "toxic"),
+        (PhaseTrigger(0, "shard", "cut", until="later"), "until"),
+        (PhaseTrigger(0, "shard", "raise", until="round_end"), "until"),  # nothing to undo
     ],
 )
 def test_a_trigger_no_run_could_apply_is_refused_naming_its_field(

@@ -24,7 +24,11 @@ from zephon_chaos.explore.known.dead_store_ack_cleanup import (
     LEADER,
 )
 from zephon_chaos.explore.known.defect import KnownDefect, KnownKind
-from zephon_chaos.explore.known.missed_round import MISMATCH, MISSED_ROUND_POISONS_NEXT
+from zephon_chaos.explore.known.missed_round import (
+    HEALED_LINK_POISONS_RETRY,
+    MISMATCH,
+    MISSED_ROUND_POISONS_NEXT,
+)
 from zephon_chaos.explore.known.mtp_end_of_data import MTP_CAPTURE_FAILED, MTP_END_OF_DATA_WAITS
 from zephon_chaos.explore.known.mtp_warning_in_child import MTP_WARNING_STAYS_IN_CHILD
 from zephon_chaos.explore.known.orphaned_queue_lock import (
@@ -49,6 +53,7 @@ __all__ = [
     "DEAD_STORE_DELETE_TIMEOUTS",
     "FAILED_ROUND_OPEN_IN_DIR",
     "HANG_SIGNATURES",
+    "HEALED_LINK_POISONS_RETRY",
     "KILLED_WORKER_ORPHANS_QUEUE_LOCK",
     "KNOWN_DEFECTS",
     "LEADER",
@@ -79,6 +84,7 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     STALLED_HOSTED_STORE,
     DEAD_STORE_ACK_CLEANUP,
     MISSED_ROUND_POISONS_NEXT,
+    HEALED_LINK_POISONS_RETRY,
     KILLED_WORKER_ORPHANS_QUEUE_LOCK,
     MTP_END_OF_DATA_WAITS,
     FAILED_ROUND_OPEN_IN_DIR,

@@ -17,9 +17,11 @@ connect c10d retries within ``T`` (1.0-3.2 T measured by ``dead_store_ack_cleanu
 
 def _dead_store_ack_cleanup(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """The leader's call over its bound in a launch whose hosted store was killed at a
-    follower's acknowledgement, by no more than one dead-store delete per acknowledgement it
-    can have read (every follower's but the held one's)."""
+    follower's acknowledgement (the kill in that launch's evidence: the trigger, not the
+    schedule alone), by no more than one dead-store delete per acknowledgement it can have
+    read (every follower's but the held one's)."""
     from zephon_chaos.faults.hosted_store import StoreFaultLaunch
+    from zephon_chaos.launch.store_process import StoreAction
     from zephon_chaos.oracles.faults import failure_bound_s
 
     run = run_of(outcome, problem) if over_bound(problem) else None
@@ -28,6 +30,8 @@ def _dead_store_ack_cleanup(outcome: ScenarioOutcome, problem: Problem) -> bool:
         return False
     if fault.fault.action != "kill" or fault.point[0] not in FOLLOWER_POINTS:
         return False
+    if not any(e.action is StoreAction.KILLED for e in fault.acted):
+        return False  # scheduled, never done (the launch ended before the point)
     timeout_s = fault.timeout_s
     acks = max(0, run.phase.world_size - 2)
     allowed = failure_bound_s(timeout_s) + acks * DEAD_STORE_DELETE_TIMEOUTS * timeout_s

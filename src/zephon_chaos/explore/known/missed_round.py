@@ -1,9 +1,12 @@
 """``missed-round-poisons-next``: a round some rank never joined leaves the ranks'
-``last_round_id``s apart, so the next round's merge refuses them."""
+``last_round_id``s apart, so the next round's merge refuses them; ``healed-link-poisons-retry``:
+the same root cause met after a link fault that healed at its round's end (the leader's
+announcement lost on the link, so no follower joined the round the leader keeps the id of)."""
 
 from __future__ import annotations
 
 from zephon_chaos.explore.known.defect import KnownDefect, run_of
+from zephon_chaos.oracles.healing import CallResult
 from zephon_chaos.oracles.policies import RoundOutcome
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
@@ -83,4 +86,54 @@ MISSED_ROUND_POISONS_NEXT = KnownDefect(
         "tests/zephon/repro/failed_attempt_poisons_retry.py"
     ),
     explains=_missed_or_failed_round,
+)
+
+
+def _healed_link(outcome: ScenarioOutcome, problem: Problem) -> bool:
+    """No recovery after a heal (the heal oracle's problem) in a launch where a link fault
+    healed after a call that failed on some rank (the trigger: the fault's round failed, then
+    the link came back), and the next call refused by the merge for differing
+    ``last_round_id``s (the symptom)."""
+    from zephon_chaos.oracles.healing import calls_of, heals_of, next_call
+
+    run = run_of(outcome, problem) if problem.is_(Area.FAULT, Kind.NO_RECOVERY_AFTER_HEAL) else None
+    if run is None:
+        return False
+    calls = [calls_of(rec) for rec in run.records]
+    for heal in heals_of(run.records):
+        faulted = [made.get(heal.call) for made in calls]
+        if all(r is not None and r.ok for r in faulted):
+            continue  # the fault's round completed: nothing of it was missed
+        following = next_call(run.records, heal.call)
+        if following is None or following[0] != problem.checkpoint:
+            continue
+        errors = [(made.get(following) or CallResult(True)).error or "" for made in calls]
+        if any(MISMATCH in e for e in errors):
+            return True
+    return False
+
+
+HEALED_LINK_POISONS_RETRY = KnownDefect(
+    id="healed-link-poisons-retry",
+    summary=(
+        "after the leader's store link went down at its announcement of a round and came back "
+        "once its checkpoint() call had failed, the next checkpoint call (a lockstep retry, "
+        "or the next checkpoint under skip) fails on every rank with 'last_round_id mismatch "
+        "across shards', although the link is whole and every rank calls it on time"
+    ),
+    evidence=(
+        "zephon 0.2.0 _internal/kvstore.py TorchKVStore.set sends c10d's SET with no reply "
+        "(torch's TCPStore::set), so over a link cut at that moment the announcement is lost "
+        "while the call returns; _internal/coordination.py RoundCoordinator."
+        "_publish_new_round_id (435-439) then sets last_round_id (438), and aggregate (527) "
+        "again, before any follower has seen the round; the leader's next store operation "
+        "fails (TorchKVStore._call discards the client, 212-225), _lead publishes the failure "
+        "and re-raises (576-583) keeping last_round_id; the followers' _open_round_id "
+        "(471-475) times out 'waiting for round id' with last_round_id None. The retry's "
+        "shards carry the lost round's id on the leader and None on the followers, and "
+        "engine.py Engine._merge_state_dicts refuses them (1988-1990, 2001-2005): the "
+        "mechanism of missed-round-poisons-next. Standalone: "
+        "tests/zephon/repro/healed_link_poisons_retry.py"
+    ),
+    explains=_healed_link,
 )

@@ -3,12 +3,14 @@ for a command keeps its task queue's read lock, recognised in the hung launch's 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from zephon_chaos.diagnostics.frames import ThreadStack, parse_stacks
 from zephon_chaos.explore.known.defect import KnownDefect, run_of
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.runner.hangs import HangSignature, LaunchContext
-from zephon_chaos.workload.records import CHILD_FAULT_RECORD
+from zephon_chaos.runner.hangs import HangSignature
+from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RankRecord
 
 WATCHDOG_REDISPATCH = "_handle_dead_worker"
 """Where Zephon's process-runner watchdog re-dispatches a dead worker's commands."""
@@ -30,29 +32,32 @@ def _locked_out(thread: ThreadStack) -> bool:
     return in_worker or in_watchdog
 
 
+def _killed_workers(records: Iterable[RankRecord]) -> bool:
+    """The trigger: a rank's ``child-fault`` record lists a PID it signalled (the fault acted,
+    not the schedule alone)."""
+    return any(
+        ev.get("kind") == CHILD_FAULT_RECORD and ev.get("killed")
+        for rec in records
+        for ev in rec.events
+    )
+
+
 def _orphaned_queue_lock(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A launch whose child fault killed workers hung, and its stacks show a replacement
     waiting for the task queue's read lock or the watchdog still re-dispatching."""
     if not problem.is_(Area.LAUNCH, Kind.TIMEOUT):
         return False
     run = run_of(outcome, problem)
-    if run is None or not run.phase.child_faults:
+    if run is None or not run.phase.child_faults or not _killed_workers(run.records):
         return False
     return any(
         _locked_out(thread) for text in run.result.stacks.values() for thread in parse_stacks(text)
     )
 
 
-def _workers_killed(context: LaunchContext) -> bool:
-    """The trigger: a rank of the launch has killed pipeline workers (its record says which)."""
-    return any(
-        ev.get("kind") == CHILD_FAULT_RECORD and ev.get("killed")
-        for rec in context.records()
-        for ev in rec.events
-    )
-
-
-ORPHANED_LOCK_HANG = HangSignature(triggered=_workers_killed, stuck=_locked_out)
+ORPHANED_LOCK_HANG = HangSignature(
+    triggered=lambda context: _killed_workers(context.records()), stuck=_locked_out,
+)
 """The hang as the launch runs: workers were killed, and a thread is locked out for good."""
 
 
