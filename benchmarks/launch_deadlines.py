@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs += [(f"phase {r.index}", r) for r in outcome.phases]
                 for name, run in runs:
                     line, ratio = row(n, name, run)
-                    print(line)
+                    print(line, flush=True)
                     if ratio is not None:
                         ratios.append(ratio)
         finally:

@@ -244,7 +244,7 @@ def measure_reference(
 ) -> ReferenceTiming | None:
     """The reference's timing from its ranks' records (``time.monotonic`` stamps, one clock
     for a host's processes) and when the runner launched it and got it back; None when a
-    rank left no stamps to measure by (it never began, or drew nothing)."""
+    rank left no stamps to measure by (it never began, or neither drew nor ran dry)."""
     began: list[float] = []
     first: list[float] = []
     last: list[float] = []
@@ -257,11 +257,12 @@ def measure_reference(
             for b in rec.batches
             if b.fetch_at is not None and b.fetch_s is not None
         ]
-        if at is None or not ends:
+        dry = [sum(rec.exhausted_fetch)] if rec.exhausted_fetch else []  # its last next()
+        if at is None or not ends + dry:
             return None
         began.append(float(at))
-        first.append(min(ends) - float(at))
-        last.append(max(ends))
+        first.append(min(ends + dry) - float(at))
+        last.append(max(ends + dry))
         rank_steps = math.ceil(len(ends) / max(1, len(rec.lanes)))
         steps = max(steps, rank_steps)
         if rank_steps > 1:

@@ -114,6 +114,8 @@ class ScenarioOutcome:
         lines = [self.scenario.summary()]
         for run in ([self.reference] if self.reference else []) + self.phases:
             lines.append(f"  {run.result.summary().splitlines()[0]}")
+            if run.result.timed_out and run.deadline is not None:
+                lines.append(f"    {run.deadline.describe()}")  # why it was that long
         lines += [f"  problem: {p}" for p in self.problems]
         lines += [f"  {h.describe()}" for h in self.harness_problems]
         if self.verdict is not None:

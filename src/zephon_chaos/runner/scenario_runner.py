@@ -370,7 +370,8 @@ class ScenarioRunner:
 
 
 def passed(result: GroupResult, deadline: Deadline) -> None:
-    """A launch that passed its deadline says why the deadline was what it was."""
+    """A launch that passed its deadline says why the deadline was that long, in every
+    summary of it (the problems and harness problems that quote one, a finding's evidence)."""
     if result.timed_out:
         result.notes.append(deadline.describe())
 

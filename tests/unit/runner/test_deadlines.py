@@ -162,12 +162,18 @@ def test_a_phase_plan_counts_the_waits_its_faults_may_fail() -> None:
     assert plan_of(Phase(2, 4, checkpoints, max_restarts=1), WorkloadSpec()).restarts == 1
 
 
-def _rank(out: Path, rank: int, began: float, ends: list[float], lanes: list[int]) -> None:
+def _rank(
+    out: Path, rank: int, began: float, ends: list[float], lanes: list[int], dry: float = 0.0
+) -> None:
+    """A rank's records: it began, drew a batch ending at each of ``ends``, and (``dry``)
+    found its data exhausted by a next() that ended then."""
     writer = RecordWriter(out, rank)
     writer.write(BEGAN_RECORD, at=began)
     writer.write("start", rank=rank, world=2, lanes=lanes)
     for i, end in enumerate(ends):
         writer.write("batch", i=i, lane=lanes[0], ids=[], ckpts=0, fetch_at=end - 0.1, fetch_s=0.1)
+    if dry:
+        writer.write("exhausted", after_batches=len(ends), fetch_at=dry - 0.5, fetch_s=0.5)
     writer.close()
 
 
@@ -178,6 +184,16 @@ def test_the_reference_is_measured_from_its_ranks_records(tmp_path: Path) -> Non
     assert timing == ReferenceTiming(
         ranks=2, steps=4, startup_s=5.0, pipeline_s=2.0, step_s=1.25, teardown_s=1.5, load=3.0
     )
+
+
+def test_a_rank_whose_data_ran_out_before_its_first_batch_is_measured_by_that_next(
+    tmp_path: Path,
+) -> None:
+    _rank(tmp_path, 0, 104.0, [106.0, 106.5], [0])
+    _rank(tmp_path, 1, 104.0, [], [1], dry=107.0)
+    timing = measure_reference(read_phase(tmp_path, 2), 100.0, 110.0)
+    assert timing is not None
+    assert (timing.steps, timing.pipeline_s, timing.step_s, timing.teardown_s) == (2, 3.0, 0.5, 3.0)
 
 
 def test_a_reference_with_a_rank_that_never_began_is_not_measured(tmp_path: Path) -> None:
