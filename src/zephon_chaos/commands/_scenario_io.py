@@ -53,7 +53,8 @@ def add_launch_options(parser: argparse.ArgumentParser, default_launch: str | No
         type=float,
         default=120.0,
         metavar="SECONDS",
-        help="deadline of each launch (default 120)",
+        help="the longest deadline of a launch: each gets what its reference run says it "
+        "should take, at most this (default 120)",
     )
     default = (
         f"default {default_launch}"

@@ -15,6 +15,7 @@ from typing import TextIO
 from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding
 from zephon_chaos.explore.shard import Shard
 from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LaunchLane
+from zephon_chaos.scenario import Scenario
 
 ROUND_EXAMPLES: dict[str, int] = {"inproc": 40, "torchrun": 6}
 """New scenarios a round may generate (it ends sooner at its first new failure): rounds are
@@ -86,6 +87,14 @@ class ExploreConfig:
     aim: bool = True
     """Spend up to ``AIM_SHARE`` of each tier's search on rounds aimed at the fault cells no
     tier reached yet (``explore.steer``); off: plain draws steered by ``target()`` only."""
+
+
+def flat_deadline_s(deadline_s: float, scenario: Scenario) -> float:
+    """The ceiling of a scenario's launch deadlines: ``--deadline``, times
+    ``WORKER_PROCESS_FACTOR`` where its pipelines start worker processes."""
+    p = scenario.pipeline
+    slow = p.runner == "process" or p.mtp_mode
+    return deadline_s * (WORKER_PROCESS_FACTOR if slow else 1)
 
 
 def reserve_s(budget_s: float) -> float:

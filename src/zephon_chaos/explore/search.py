@@ -39,8 +39,8 @@ from zephon_chaos.explore.config import (
     GRACE_S,
     ROUND_EXAMPLES,
     RUN_S_WEIGHT,
-    WORKER_PROCESS_FACTOR,
     ExploreConfig,
+    flat_deadline_s,
     reserve_s,
 )
 from zephon_chaos.explore.database import (
@@ -95,7 +95,6 @@ class Explorer(ShrinkingMixin):
         self._started = 0.0
         self._end = 0.0
         self._cut = False
-        self._launch_deadline = config.deadline_s
         self._last: tuple[Scenario, ScenarioOutcome] | None = None
         self.progress: Progress | None = None
         self._clock = ActivityClock()
@@ -198,20 +197,18 @@ class Explorer(ShrinkingMixin):
             self.runners[tier] = runner
         return self.runners[tier]
 
-    def _deadline_cap(self) -> float:
-        """What is left of the budget (plus a grace) for the next launch; noted when it cuts."""
+    def _deadline_cap(self, wanted_s: float) -> float:
+        """What is left of the budget (plus a grace) for the next launch, whose own deadline
+        would be ``wanted_s``; noted when it cuts."""
         left = self._end + GRACE_S - time.monotonic()
-        if left < self._launch_deadline:
+        if left < wanted_s:
             self._cut = True
         return max(left, 1.0)
 
     def _run(self, runner: ScenarioRunner, scenario: Scenario) -> ScenarioOutcome | None:
         """Run ``scenario``; None if a launch hit the budget's end rather than its deadline."""
         self._cut = False
-        p = scenario.pipeline
-        slow = p.runner == "process" or p.mtp_mode
-        runner.deadline_s = self.config.deadline_s * (WORKER_PROCESS_FACTOR if slow else 1)
-        self._launch_deadline = runner.deadline_s
+        runner.deadline_s = flat_deadline_s(self.config.deadline_s, scenario)
         tier = self._tier_of(runner)
         if self._confirming:  # the confirmations after the search: charged to the run's tier
             self._clock.switch(self._stats(tier), Activity.CONFIRM)

@@ -15,6 +15,7 @@ from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
 from zephon_chaos.oracles.global_batches import PhaseRecords, Verdict
 from zephon_chaos.problem import Problem
+from zephon_chaos.runner.deadlines import Deadline
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.records import RankRecord
 from zephon_chaos.workload.spec import WorkloadSpec
@@ -44,6 +45,8 @@ class PhaseRun:
     held: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
     """Per rank, when a toxic on its store link held data back (monotonic clock): the
     network's time, which the timing oracles do not count against Zephon."""
+    deadline: Deadline | None = None
+    """The deadline the launch ran under, and why it was that long (``runner.deadlines``)."""
 
     @property
     def restore_index(self) -> int | None:
@@ -116,6 +119,8 @@ class ScenarioOutcome:
         lines = [self.scenario.summary()]
         for run in ([self.reference] if self.reference else []) + self.phases:
             lines.append(f"  {run.result.summary().splitlines()[0]}")
+            if run.result.timed_out and run.deadline is not None:
+                lines.append(f"    {run.deadline.describe()}")  # why it was that long
         lines += [f"  problem: {p}" for p in self.problems]
         lines += [f"  {h.describe()}" for h in self.harness_problems]
         lines += [f"  verified: {v.describe()}" for v in self.verifications]

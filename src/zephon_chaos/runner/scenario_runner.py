@@ -8,6 +8,8 @@ records → oracles → outcome.
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +26,16 @@ from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
 from zephon_chaos.problem import Area
 from zephon_chaos.runner.checks import child_fault_gaps, failed_launch, group_never_formed
+from zephon_chaos.runner.deadlines import (
+    Ceiling,
+    CeilingKind,
+    Deadline,
+    MeasuredReference,
+    ReferenceTiming,
+    launch_deadline,
+    measure_reference,
+    plan_of,
+)
 from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
 from zephon_chaos.runner.hangs import HangSignature, LaunchContext, hang_watch, quiet_period_s
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
@@ -32,7 +44,7 @@ from zephon_chaos.runner.resume import Resume, restarted_attempt
 from zephon_chaos.runner.verify import judged_by_resuming, reference_margin, verify_run
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
-from zephon_chaos.workload.records import RankRecord, read_phase
+from zephon_chaos.workload.records import read_phase
 from zephon_chaos.workload.spec import WorkloadSpec
 
 Launcher = Callable[[LaunchSpec], GroupResult]
@@ -87,7 +99,7 @@ class ScenarioRunner:
         root: Path,
         launcher: Launcher | None = None,
         deadline_s: float = 120.0,
-        reference_cache: dict[str, list[RankRecord]] | None = None,
+        reference_cache: dict[str, MeasuredReference] | None = None,
     ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -96,8 +108,15 @@ class ScenarioRunner:
         self.reference_cache = {} if reference_cache is None else reference_cache
         self._count = 0
 
-    deadline_cap: Callable[[], float] | None = None
-    """Caps each launch's deadline at launch time (an explorer's remaining budget)."""
+    deadline_cap: Callable[[float], float] | None = None
+    """Caps each launch's deadline at launch time: given the deadline a launch would get,
+    the most it may have (an explorer's remaining budget)."""
+
+    def _capped(self, deadline: Deadline) -> Deadline:
+        cap = self.deadline_cap
+        if cap is None:
+            return deadline
+        return deadline.capped(Ceiling(CeilingKind.BUDGET, cap(deadline.seconds)))
 
     hang_signatures: Mapping[str, HangSignature] = MappingProxyType({})
     """Known hangs by id (injected, as ``deadline_cap`` is): a launch whose stacks show one
@@ -116,8 +135,24 @@ class ScenarioRunner:
         return hang_watch(self.hang_signatures, context, quiet)
 
     def _deadline(self) -> float:
-        cap = self.deadline_cap
-        return self.deadline_s if cap is None else min(self.deadline_s, cap())
+        """The flat deadline, capped: a launch with nothing measured to derive one from."""
+        return self._flat_deadline().seconds
+
+    def _flat_deadline(self) -> Deadline:
+        flat = Ceiling(CeilingKind.FLAT, self.deadline_s)
+        return self._capped(Deadline(flat.seconds, None, 0.0, 0, 0.0, 0.0, flat))
+
+    def _phase_deadline(
+        self, phase: Phase, spec: WorkloadSpec, reference: ReferenceTiming | None
+    ) -> Deadline:
+        """What the launch of ``phase`` should take, from the reference's timing, its
+        faults' bounds and a margin, under the flat deadline (``runner.deadlines``)."""
+        ceilings = [Ceiling(CeilingKind.FLAT, self.deadline_s)]
+        stall = stall_deadline_s(phase.proxy_faults, spec) if phase.proxy_faults else None
+        if stall is not None:
+            ceilings.append(Ceiling(CeilingKind.STALL, stall))
+        plan = plan_of(phase, spec)
+        return self._capped(launch_deadline(reference, plan, ceilings, os.getloadavg()[0]))
 
     def open_store(self) -> Any:
         """The store aggregation ``store_explicit`` names, kept across the scenario's launches."""
@@ -187,9 +222,10 @@ class ScenarioRunner:
         data_dir = materialize_jsonl(scenario.data, work / "data")
         outcome = ScenarioOutcome(scenario, reference=None)
         outcome.scenario_file = scenario.save(work / "scenario.json")
-        reference = self._reference(scenario, work, data_dir, outcome)
-        if reference is None:
+        measured = self._reference(scenario, work, data_dir, outcome)
+        if measured is None:
             return outcome
+        reference = measured.records
         track = Resume()
         watching = contextlib.ExitStack()  # a hosted-store fault's watcher, per launch
         store_host = None
@@ -216,6 +252,7 @@ class ScenarioRunner:
                     spec = replace(spec, store_uri=f"torch://{store_host.endpoint}")
                     world.use_store(store_host.endpoint)
                 met = world.before_launch(spec, i)
+                deadline = self._phase_deadline(phase, spec, measured.timing)
                 faulted = None
                 stored = None
                 if phase.store_faults:
@@ -224,28 +261,27 @@ class ScenarioRunner:
                     timeout_s = spec.pipeline.aggregate_timeout_s
                     stored = StoreFaultLaunch(phase.store_faults[0], store_host, timeout_s)
                     spec = stored.prepare(spec)
-                    watching.enter_context(stored.watching(self._deadline()))
+                    watching.enter_context(stored.watching(deadline.seconds))
                 if phase.max_restarts:
                     spec = replace(spec, resume_on_restart=True)
                 self._launch_restarts = phase.max_restarts
-                deadline = self._deadline()
                 if phase.proxy_faults:
                     proxy_faults = proxy_faults or self.open_proxy_faults()
                     spec, faulted = proxy_faults.prepare(spec, phase.proxy_faults, phase.world_size)
-                    deadline = min(deadline, stall_deadline_s(phase.proxy_faults, spec) or deadline)
                 rounds = round_fault_launch(phase, spec.pipeline.aggregate_timeout_s)
                 if rounds is not None:
                     spec = rounds.prepare(spec)
-                with rounds.watching(deadline) if rounds else contextlib.nullcontext():
+                with rounds.watching(deadline.seconds) if rounds else contextlib.nullcontext():
                     result = self._launch(
                         f"s{self._count}-phase{i}",
                         spec,
                         phase.world_size,
                         phase.launch,
                         phase.hosts,
-                        deadline,
+                        deadline.seconds,
                         self._hang_watch(LaunchContext(phase, out, stored or faulted), spec),
                     )
+                passed(result, deadline)
                 watching.close()
                 self._launch_restarts = 0
                 if world.place is not None and i < len(scenario.phases) - 1:
@@ -276,7 +312,7 @@ class ScenarioRunner:
                     failures_judged=phase.retry == "skip",
                     by_resuming=judged_by_resuming(phase),
                 )
-                run = PhaseRun(i, phase, spec, result, records, cps)
+                run = PhaseRun(i, phase, spec, result, records, cps, deadline=deadline)
                 run.met_round, run.cleared_round = met.round, met.cleared
                 outcome.harness_problems += met.problems
                 if faulted is not None:
@@ -319,7 +355,7 @@ class ScenarioRunner:
 
     def _reference(
         self, scenario: Scenario, work: Path, data_dir: Path, outcome: ScenarioOutcome
-    ) -> list[RankRecord] | None:
+    ) -> MeasuredReference | None:
         world = next(  # one rank per DP group of the first accepted launch
             (
                 ph.dp
@@ -341,10 +377,22 @@ class ScenarioRunner:
         out = work / "reference"
         out.mkdir(mode=0o700)
         spec = workload_spec(ref, 0, out, data_dir)
-        result = self._launch(f"s{self._count}-reference", spec, world, "standalone")
+        deadline = self._flat_deadline()
+        launched_at = time.monotonic()
+        result = self._launch(
+            f"s{self._count}-reference", spec, world, "standalone", deadline_s=deadline.seconds
+        )
+        returned_at = time.monotonic()
+        passed(result, deadline)
         records = read_phase(out, world)
         outcome.reference = PhaseRun(
-            -1, ref.phases[0], spec, result, records, ckpt_oracle.CheckpointVerdict(ok=True)
+            -1,
+            ref.phases[0],
+            spec,
+            result,
+            records,
+            ckpt_oracle.CheckpointVerdict(ok=True),
+            deadline=deadline,
         )
         if not result.ok:
             # A reference launch that failed in a way the harness cannot describe (its agent
@@ -358,8 +406,16 @@ class ScenarioRunner:
             else:
                 outcome.problems.append(failed_launch(Area.REFERENCE, result))
             return None
-        self.reference_cache[key] = records
-        return records
+        timing = measure_reference(records, launched_at, returned_at, os.getloadavg()[0])
+        measured = self.reference_cache[key] = MeasuredReference(records, timing)
+        return measured
+
+
+def passed(result: GroupResult, deadline: Deadline) -> None:
+    """A launch that passed its deadline says why the deadline was that long, in every
+    summary of it (the problems and harness problems that quote one, a finding's evidence)."""
+    if result.timed_out:
+        result.notes.append(deadline.describe())
 
 
 def round_fault_launch(phase: Phase, timeout_s: float) -> Any:
