@@ -332,6 +332,20 @@ def write_merged(merged: Merged, out: Path, join_databases: bool = True) -> Path
     return path
 
 
+def together_line(reports: list[Report], tier: str) -> list[str]:
+    """The runs' pace together: each run's own rate summed. The summed time above counts each
+    run's seconds, so its rate is one run's; runs made at once (``explore --jobs``, or CI
+    shards) find per minute of wall time what their rates add up to."""
+    rates = [
+        60.0 * t.scenarios / t.seconds
+        for r in reports
+        if (t := r.facts.tiers.get(tier)) is not None and t.seconds > 0
+    ]
+    if len(rates) < 2:
+        return []
+    return [f"- {tier}: {len(rates)} runs at once: {sum(rates):.1f}/min together"]
+
+
 def markdown(merged: Merged, out: Path) -> list[str]:
     """The merged summary.md: the runs, each tier's summed time, the findings, the coverage."""
     s = merged.summary
@@ -356,6 +370,7 @@ def markdown(merged: Merged, out: Path) -> list[str]:
     for t in s.tiers.values():
         stats = TierStats(**{fl.name: getattr(t, fl.name) for fl in fields(TierFacts)})
         lines += stats.summary_lines()
+        lines += together_line(merged.reports, t.tier)
     if not s.findings:
         lines += ["", "## Findings (0)", "", "None: every scenario run met the oracles."]
     for section in Section:

@@ -337,6 +337,9 @@ def test_shard_reports_merge_into_one(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "2 runs merged" in text and "## Violations (1)" in text
     assert "## Flaky findings (1)" in text
     assert "shards missing (no report given): 3/3" in text and "## Coverage" in text
+    # Each run's pace is 30/min (10 in 20 s); made at once, they find 60 a minute together.
+    assert "- inproc: 20 scenarios in 40s (30.0/min)" in text
+    assert "- inproc: 2 runs at once: 60.0/min together" in text
     # A merged report merges again (its runs are kept), and the same shard twice is refused.
     three = _shard_report(tmp_path, "3/3", [], 1)
     again = merge(read_reports([out, three]))
