@@ -56,7 +56,7 @@ from zephon_chaos.explore.judged import EndShrinking, ShrinkStop, violation_type
 from zephon_chaos.explore.known import HANG_SIGNATURES
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
-from zephon_chaos.explore.shard import round_seed
+from zephon_chaos.explore.shard import round_seed, tier_order
 from zephon_chaos.explore.shrinking import ShrinkingMixin
 from zephon_chaos.explore.steer import RoundSteering
 from zephon_chaos.explore.summary_json import write_summary_json
@@ -121,9 +121,11 @@ class Explorer(ShrinkingMixin):
         self.progress = Progress(end, cfg.stream, cfg.progress_interval_s).start()
         try:
             if cfg.tier == "both":
-                split = self._started + BOTH_INPROC_SHARE * (search_end - self._started)
-                self._search("inproc", split)
-                self._search("torchrun", search_end)
+                first, second = tier_order(cfg.shard)
+                share = BOTH_INPROC_SHARE if first == "inproc" else 1 - BOTH_INPROC_SHARE
+                split = self._started + share * (search_end - self._started)
+                self._search(first, split)
+                self._search(second, search_end)
             else:
                 self._search(cfg.tier, search_end)
             self.progress.phase = "confirming"

@@ -53,3 +53,17 @@ class Shard:
 def round_seed(seed: int, shard: Shard, round_no: int, tier: str) -> int:
     """The Hypothesis seed of a round: the module docstring says why shards never collide."""
     return seed * 1_000_003 + shard.place(round_no) * 7 + (0 if tier == "inproc" else 1)
+
+
+BOTH_TIERS: tuple[str, str] = ("inproc", "torchrun")
+"""The order ``--tier both`` searches its tiers in, unsharded and on odd shards."""
+
+
+def tier_order(shard: Shard) -> tuple[str, str]:
+    """The order shard ``shard`` searches the two tiers of ``--tier both`` in: even shards
+    search torchrun first. Shards made at once (``explore --jobs``, CI shards) then search
+    both tiers from the first minute, so what only real processes show is found as early as
+    what threads show; each shard still gives each tier its share, and a tier's rounds draw
+    by their own numbers (:func:`round_seed`), whatever the order."""
+    return BOTH_TIERS[::-1] if shard.index % 2 == 0 else BOTH_TIERS
+

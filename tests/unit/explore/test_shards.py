@@ -33,7 +33,7 @@ from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.judged import EndShrinking, ShrinkStop
 from zephon_chaos.explore.merge import MergeError, merge, read_reports, write_merged
 from zephon_chaos.explore.search import ExploreConfig, Explorer
-from zephon_chaos.explore.shard import Shard, round_seed
+from zephon_chaos.explore.shard import Shard, round_seed, tier_order
 from zephon_chaos.explore.summary_json import (
     CellFacts,
     CoverageFacts,
@@ -463,3 +463,40 @@ def test_two_shards_share_a_finding_through_redis_and_merge_into_one(
     assert [r.shard for r in merged.runs] == ["1/2", "2/2"]
     assert f"`unix://{redis_socket}`" in (out / "summary.md").read_text()
     capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    ("shard", "order"),
+    [
+        (Shard(), ("inproc", "torchrun")),
+        (Shard(1, 2), ("inproc", "torchrun")),
+        (Shard(2, 2), ("torchrun", "inproc")),
+        (Shard(3, 4), ("inproc", "torchrun")),
+        (Shard(4, 4), ("torchrun", "inproc")),
+    ],
+)
+def test_even_shards_search_torchrun_first_with_the_same_shares(
+    shard: Shard, order: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zephon_chaos.explore.config import BOTH_INPROC_SHARE, ExploreConfig
+    from zephon_chaos.explore.search import Explorer
+
+    assert tier_order(shard) == order
+    explorer = Explorer(
+        ExploreConfig(
+            budget_s=100, report_dir=tmp_path / "report", tier="both", seed=3, shard=shard
+        )
+    )
+    searched: list[tuple[str, float]] = []
+
+    def search(tier: str, deadline: float) -> None:
+        searched.append((tier, deadline - explorer._started))
+
+    monkeypatch.setattr(explorer, "_search", search)
+    monkeypatch.setattr(explorer, "_confirm", lambda end: None)
+    explorer.run()
+    assert [tier for tier, _ in searched] == list(order)
+    spans = {order[0]: searched[0][1], order[1]: searched[1][1] - searched[0][1]}
+    assert spans["inproc"] / (spans["inproc"] + spans["torchrun"]) == pytest.approx(
+        BOTH_INPROC_SHARE, abs=0.01
+    )
