@@ -121,7 +121,7 @@ def read_reports(folders: list[Path]) -> list[Report]:
 
 def _check_compatible(reports: list[Report]) -> None:
     first = reports[0]
-    seen: dict[str, Path] = {}
+    seen: dict[tuple[int, str], Path] = {}  # a shard is one of its seed's run
     for r in reports:
         if r.facts.plant != first.facts.plant:
             raise MergeError(
@@ -132,12 +132,13 @@ def _check_compatible(reports: list[Report]) -> None:
         for run in r.runs():
             if run.shard is None:
                 continue
-            if run.shard in seen:
+            key = (run.seed, run.shard)
+            if key in seen:
                 raise MergeError(
-                    f"{r.folder / SUMMARY_JSON}: shard {run.shard} again (also in "
-                    f"{seen[run.shard] / SUMMARY_JSON}): name each shard's folder once"
+                    f"{r.folder / SUMMARY_JSON}: shard {run.shard} again (seed {run.seed}, also in "
+                    f"{seen[key] / SUMMARY_JSON}): name each shard's folder once"
                 )
-            seen[run.shard] = r.folder
+            seen[key] = r.folder
 
 
 def merge(reports: list[Report]) -> Merged:

@@ -274,10 +274,14 @@ def _tier(**extra: float) -> TierFacts:
 
 
 def _shard_report(
-    root: Path, shard: str, findings: list[tuple[str, Scenario, str, float, int]], count: int
+    root: Path,
+    shard: str,
+    findings: list[tuple[str, Scenario, str, float, int]],
+    count: int,
+    seed: int = 7,
 ) -> Path:
     """A shard's report folder: summary.json and each finding's scenario file."""
-    folder = root / f"shard-{shard.replace('/', 'of')}"
+    folder = root / f"seed{seed}-shard-{shard.replace('/', 'of')}"
     facts = []
     for sig, scenario, label, first_s, seen in findings:
         rel = f"findings/{sig}.json"
@@ -296,7 +300,7 @@ def _shard_report(
             elapsed_s=59.0,
             interrupted=False,
             tier="inproc",
-            seed=7,
+            seed=seed,
             plant=None,
             tiers={"inproc": _tier()},
             findings=facts,
@@ -500,3 +504,15 @@ def test_even_shards_search_torchrun_first_with_the_same_shares(
     assert spans["inproc"] / (spans["inproc"] + spans["torchrun"]) == pytest.approx(
         BOTH_INPROC_SHARE, abs=0.01
     )
+
+
+def test_the_same_shard_of_two_seeds_merges(tmp_path: Path) -> None:
+    """Runs of several seeds (each split by ``--jobs``) join into one report: a shard is one
+    of its seed's run, so only the same shard of the same seed is refused."""
+    runs = [_shard_report(tmp_path, s, [], 1, seed=seed) for seed in (3, 4) for s in ("1/2", "2/2")]
+    merged = merge(read_reports(runs))
+    assert [(r.seed, r.shard) for r in merged.summary.runs] == [
+        (3, "1/2"), (3, "2/2"), (4, "1/2"), (4, "2/2")
+    ]
+    assert merged.missing_shards == []
+
