@@ -240,8 +240,16 @@ class InprocLauncher(Closing):
 
 
 def _cut_links(wspec: WorkloadSpec) -> None:
-    """Disable every rank's store proxy (closing its connections), as torchrun's SIGTERM
-    closes a process's sockets: a call blocked in the C++ store client on one returns."""
+    """Close every connection of every rank's store proxy, as torchrun's SIGTERM closes a
+    process's sockets: a call blocked in the C++ store client on one returns.
+
+    Toxiproxy closes a proxy's connections only by disabling it, which closes its listener
+    too; so each proxy that was serving serves again at once (its toxics as they were). Left
+    disabled, it refuses the torn-down rank's reconnects, which c10d retries until the rank's
+    timeout T: Zephon's clean-up makes a new client per store call (the leader deletes each
+    acknowledgement it read), so a leader torn down in its acknowledgement wait spent T or
+    more per acknowledgement on a link no fault had touched, over its failure bound. A proxy
+    its fault disabled (``down``) stays down."""
     if not wspec.store_proxy_names or not wspec.proxy_api_url:
         return
     from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
@@ -249,9 +257,14 @@ def _cut_links(wspec: WorkloadSpec) -> None:
     with contextlib.suppress(ProxyApiError, OSError), ToxiproxyClient(
         wspec.proxy_api_url, timeout_s=5.0
     ) as client:
+        proxies = client.proxies()
         for name in wspec.store_proxy_names.values():
-            with contextlib.suppress(ProxyApiError):
+            proxy = proxies.get(name)
+            if proxy is None or not proxy.enabled:
+                continue
+            with contextlib.suppress(ProxyApiError):  # a port taken meanwhile: it stays down
                 client.disable(name)
+                client.enable(name)
 
 
 def _rank_stores(wspec: WorkloadSpec, world: int, default_store: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,13 +10,22 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_scenario import workers_killed
+from zephon_chaos.faults.proxy.client import ToxiproxyClient
+from zephon_chaos.fixtures.proxy import EchoServer
 from zephon_chaos.inproc import InprocLauncher, TierRefusal, inproc_refusal, inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.runner import workload_spec
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.records import read_phase
-from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, RankFault, SourceSpec
+from zephon_chaos.workload.spec import (
+    CheckpointAt,
+    DataSpec,
+    PipelineSpec,
+    RankFault,
+    SourceSpec,
+    WorkloadSpec,
+)
 
 
 @pytest.fixture
@@ -309,3 +319,31 @@ def test_a_teardown_a_finalizer_ignored_is_noted_and_any_other_error_still_repor
     assert [type(e) for e in reported] == [ValueError]
     _Finalized(GroupTornDown())  # outside a launch: reported as Python would
     assert [type(e) for e in reported] == [ValueError, GroupTornDown]
+
+
+def test_cutting_the_links_ends_their_connections_and_leaves_the_proxies_serving(
+    toxiproxy: ToxiproxyClient, echo_server: EchoServer
+) -> None:
+    """A torn-down rank's call on its link ends, and its reconnects (Zephon's clean-up makes a
+    new client per store call) reach the store at once: on a proxy left disabled c10d retries
+    each refused connect for T, and a leader's ack clean-up overran its failure bound so."""
+    from zephon_chaos.inproc.launcher import _cut_links
+
+    serving = toxiproxy.create_proxy("zc-cut-r0", echo_server.upstream)
+    down = toxiproxy.create_proxy("zc-cut-r1", echo_server.upstream, enabled=False)
+    spec = WorkloadSpec(
+        store_proxy_names={"0": serving.name, "1": down.name}, proxy_api_url=toxiproxy.url
+    )
+    with socket.create_connection(("127.0.0.1", serving.port), timeout=5) as live:
+        live.sendall(b"ping")
+        assert live.recv(4) == b"ping"
+        _cut_links(spec)
+        try:
+            ended = live.recv(1) == b""
+        except ConnectionResetError:
+            ended = True
+        assert ended, "the live connection survived the cut"
+    with socket.create_connection(("127.0.0.1", serving.port), timeout=5) as again:
+        again.sendall(b"pong")
+        assert again.recv(4) == b"pong"
+    assert not toxiproxy.get_proxy(down.name).enabled, "the cut enabled a proxy a fault disabled"
