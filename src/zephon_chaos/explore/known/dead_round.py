@@ -70,7 +70,8 @@ DEAD_ROUND_MEETS_RELAUNCH = KnownDefect(
         "checkpoint twice reuses that namespace, so isolation between such attempts is best "
         "effort, as with aggregate_dir'; _read_open_round_id skips an announcement only with "
         "a result or older than aggregate_timeout_s + 30 s; RoundCoordinator.cleanup leaves "
-        "failed-round artifacts to 'manual cleanup once every participant has stopped'"
+        "failed-round artifacts to 'manual cleanup once every participant has stopped'. "
+        "Standalone: tests/zephon/repro/dead_round_meets_relaunch.py"
     ),
     explains=_joined_dead_round,
     consequence=(
