@@ -25,7 +25,9 @@ one per launch (a scheduler that gives each relaunch its own)."""
 RunIdPolicy = Literal["fixed", "per_restart", "per_launch"]
 """``fixed``: the config's run id for the whole job (torchtitan-zephon's ``ZEPHON_RUN_ID``);
 ``per_restart``: the run id plus ``TORCHELASTIC_RESTART_COUNT``, so a torchrun restart gets
-its own rounds; ``per_launch``: a new one per launch (a scheduler's job id)."""
+its own rounds (every rank agrees on the count on one node; the agents of a multi-node job
+count for themselves, hence the adapter proposal in docs/upstream/dead-round-meets-relaunch.md
+of a name rank 0 broadcasts); ``per_launch``: a new one per launch (a scheduler's job id)."""
 Operator = Literal["none", "clear_failed_rounds"]
 """``none``: nobody touches Zephon's rounds between launches (a real automatic restart);
 ``clear_failed_rounds``: before a relaunch, an operator deletes the announcement of a round
