@@ -13,6 +13,11 @@
   start of each rank's first call: ranks that far apart, documented (``LATE``); ranks on time
   with a scheduled fault in the launch, the fault oracles' to judge (``FAULTED``); ranks on
   time and no fault, a finding (``ON_TIME_FAILURE``).
+* ``independent`` retry: a rank retries alone at once, so a late rank's call meets its
+  peers' retries, not their first calls. Each such meeting (one call of every rank, each
+  beginning within the budget of the leader's and inside it, none with another round open)
+  that failed unfaulted is ``ON_TIME_FAILURE`` too: ranks on time got nothing
+  (:func:`missed_meetings`).
 """
 
 from __future__ import annotations
@@ -117,6 +122,82 @@ class PolicyVerdict(ProblemsVerdict[PolicyProblem]):
         return first is not None and first.outcome in (RoundOutcome.LATE, RoundOutcome.ABSENT)
 
 
+@dataclass(frozen=True)
+class Call:
+    """One ``pipe.checkpoint()`` call of a rank (a ``checkpoint_attempt`` record)."""
+
+    rank: int
+    index: int
+    attempt: int
+    started_at: float
+    ended_at: float
+    ok: bool
+
+    def describe(self) -> str:
+        return f"rank {self.rank}'s attempt {self.attempt} of checkpoint {self.index}"
+
+
+def calls(rec: RankRecord) -> list[Call]:
+    """The rank's calls in the order made (those recorded with when they began and ended)."""
+    out = [
+        Call(
+            rec.rank,
+            int(ev["index"]),
+            int(ev["attempt"]),
+            float(ev["started_at"]),
+            float(ev["ended_at"]),
+            bool(ev.get("ok")),
+        )
+        for ev in rec.events
+        if ev.get("kind") == "checkpoint_attempt"
+        and ev.get("started_at") is not None
+        and ev.get("ended_at") is not None
+    ]
+    return sorted(out, key=lambda c: c.started_at)
+
+
+def _alone(own: list[Call], call: Call, other: Call) -> bool:
+    """``call`` met no round of its rank but ``other``'s: its rank's call before it had ended
+    when ``other`` began."""
+    before = [c for c in own if c.started_at < call.started_at]
+    return not before or before[-1].ended_at <= other.started_at
+
+
+def missed_meetings(records: Sequence[RankRecord], timeout_s: float) -> list[tuple[Call, ...]]:
+    """Meetings of free-running ranks that failed although every rank was on time: per call of
+    the leader (rank 0, who opens every round), the one call of each other rank that overlaps
+    it, began within the budget (less :data:`LATE_SLACK_S`) of it, and could have joined no
+    other round (each rank's call before had ended when the other's began); kept where a call
+    of it failed. A meeting of every rank's first call of one checkpoint is that checkpoint's
+    first round, judged as such."""
+    made = {rec.rank: calls(rec) for rec in records}
+    if 0 not in made or len(made) < 2:
+        return []
+    found: list[tuple[Call, ...]] = []
+    for lead in made[0]:
+        met = [lead]
+        for rank, own in sorted(made.items()):
+            if rank == 0:
+                continue
+            fits = [
+                c
+                for c in own
+                if c.started_at < lead.ended_at
+                and lead.started_at < c.ended_at
+                and abs(c.started_at - lead.started_at) < timeout_s - LATE_SLACK_S
+                and _alone(own, c, lead)
+                and _alone(made[0], lead, c)
+            ]
+            if len(fits) != 1:
+                break
+            met.append(fits[0])
+        else:
+            first = len({c.index for c in met}) == 1 and all(c.attempt == 1 for c in met)
+            if not first and not all(c.ok for c in met):
+                found.append(tuple(met))
+    return found
+
+
 def first_starts(rec: RankRecord) -> dict[int, tuple[float, bool]]:
     """Per checkpoint index: (start, ok) of this rank's first checkpoint() call."""
     out: dict[int, tuple[float, bool]] = {}
@@ -170,6 +251,18 @@ def judge(
                     index,
                     f"ranks {list(failed)} failed; calls began {judged.spread_s or 0.0:.2f}s "
                     f"apart, budget {timeout_s}s",
+                )
+            )
+    if retry == "independent" and not faulted:
+        for met in missed_meetings(records, timeout_s):
+            spread = max(c.started_at for c in met) - min(c.started_at for c in met)
+            verdict.problems.append(
+                PolicyProblem(
+                    PolicyProblemKind.ON_TIME_FAILURE,
+                    phase,
+                    met[0].index,
+                    f"{', '.join(c.describe() for c in met)} met {spread:.2f}s apart, budget "
+                    f"{timeout_s}s; failed: {[c.rank for c in met if not c.ok]}",
                 )
             )
     if retry == "skip":

@@ -154,3 +154,9 @@ def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) ->
         text = f"phase {i}: rank 0 persisted no checkpoint {index} before the fault"
         problems.append(crash(Kind.LOST_CHECKPOINT, text, index))
     return problems
+
+
+def judged_by_resuming(phase: Phase) -> bool:
+    """Whether ``phase``'s ranks may get different merged checkpoints, each judged by resuming
+    it: ``independent`` retry beside a lag (free-running ranks that retry alone)."""
+    return phase.retry == "independent" and bool(phase.lags)

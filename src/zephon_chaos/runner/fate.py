@@ -12,7 +12,12 @@ from typing import Any
 
 from zephon_chaos.harness_problem import HarnessProblem
 from zephon_chaos.problem import Area, Kind, Problem
-from zephon_chaos.runner.checks import crash_problems, expected_failure_problems, failed_launch
+from zephon_chaos.runner.checks import (
+    crash_problems,
+    expected_failure_problems,
+    failed_launch,
+    judged_by_resuming,
+)
 from zephon_chaos.runner.outcome import PhaseRun
 from zephon_chaos.scenario import Scenario
 
@@ -28,6 +33,11 @@ class Fate(enum.Enum):
     )
     CRASHED = "ended by its rank fault: the next restores the checkpoint due before the fault"
     SKIPPED = "every checkpoint failed and was skipped: the next restores what this one restored"
+    DRIFTED = (
+        "completed with no merged checkpoint every rank got alike (free-running ranks that "
+        "retry alone gave one up or got different ones, each judged by resuming it): the "
+        "next restores what this one restored"
+    )
     FAILED = "failed although nothing was to fail it: the scenario ends here"
     NO_CHECKPOINT = "completed no checkpoint to restore from: the scenario ends here"
     LAST = "the last launch: everything it delivered is kept"
@@ -102,6 +112,10 @@ def phase_fate(scenario: Scenario, run: PhaseRun, faults: LaunchFaults) -> Phase
         return PhaseFate(Fate.FAILED, None, [*found, failed_launch(Area.LAUNCH, result, i)])
     if last:
         return PhaseFate(Fate.LAST, None, found + checkpoints)
+    if survivor is None and judged_by_resuming(phase):
+        # What the ranks got is judged by resuming it (runner.verify), and an on-time meeting
+        # that got nothing by the policy oracle; a job restarts from its last common one.
+        return PhaseFate(Fate.DRIFTED, None, found + checkpoints)
     if survivor is None:
         none = Problem(
             Area.CHECKPOINT, Kind.NONE, f"phase {i} completed no checkpoint to restore from", i

@@ -25,7 +25,12 @@ from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
 from zephon_chaos.problem import Area
-from zephon_chaos.runner.checks import child_fault_gaps, failed_launch, group_never_formed
+from zephon_chaos.runner.checks import (
+    child_fault_gaps,
+    failed_launch,
+    group_never_formed,
+    judged_by_resuming,
+)
 from zephon_chaos.runner.deadlines import (
     Ceiling,
     CeilingKind,
@@ -41,7 +46,7 @@ from zephon_chaos.runner.hangs import HangSignature, LaunchContext, hang_watch, 
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.relaunches import Relaunches
 from zephon_chaos.runner.resume import Resume, restarted_attempt
-from zephon_chaos.runner.verify import judged_by_resuming, reference_margin, verify_run
+from zephon_chaos.runner.verify import reference_margin, verify_run
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
 from zephon_chaos.workload.records import read_phase

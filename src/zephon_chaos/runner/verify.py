@@ -26,7 +26,7 @@ from zephon_chaos.harness_problem import HarnessProblem
 from zephon_chaos.launch import GroupResult
 from zephon_chaos.oracles.global_batches import LaneStreams, Verdict, compare, lane_streams
 from zephon_chaos.problem import Area, Kind, Problem
-from zephon_chaos.runner.checks import failed_launch, group_never_formed
+from zephon_chaos.runner.checks import failed_launch, group_never_formed, judged_by_resuming
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.records import RankRecord, read_phase
 from zephon_chaos.workload.spec import WorkloadSpec
@@ -44,12 +44,6 @@ MAX_CHECKPOINTS = 2
 """Distinct merged checkpoints of one launch resumed at most (the first ones returned)."""
 MAX_WORLDS = 2
 """World sizes each is resumed on at most: the launch's own, and another."""
-
-
-def judged_by_resuming(phase: Phase) -> bool:
-    """Whether ``phase``'s ranks may get different merged checkpoints, each judged by resuming
-    it: ``independent`` retry beside a lag (free-running ranks that retry alone)."""
-    return phase.retry == "independent" and bool(phase.lags)
 
 
 def reference_margin(scenario: Scenario) -> int:

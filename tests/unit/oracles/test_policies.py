@@ -122,12 +122,71 @@ def test_under_skip_a_rank_that_missed_a_checkpoint_breaks_the_alignment() -> No
     records = skipped()
     records[1].checkpoints.pop(1)
     verdict = judge(records, phase=0, timeout_s=T, retry="skip")
-    assert [(p.kind, p.checkpoint) for p in verdict.problems] == [
-        (PolicyProblemKind.MISALIGNED, 1)
-    ]
+    assert [(p.kind, p.checkpoint) for p in verdict.problems] == [(PolicyProblemKind.MISALIGNED, 1)]
 
 
 def test_the_checkpoint_resumed_after_a_skipped_one_is_the_next_good_one() -> None:
     facts = gather(skipped())
     assert surviving_checkpoint(facts) == 2
     assert surviving_checkpoint(facts[:2]) == 0
+
+
+ON_TIME = PolicyProblemKind.ON_TIME_FAILURE
+
+
+def attempts(r: int, *calls: tuple[int, int, float, float, bool]) -> RankRecord:
+    """A free-running rank's calls: (index, attempt, start, end, ok) of each."""
+    events = [
+        {
+            "kind": "checkpoint_attempt",
+            "index": i,
+            "attempt": n,
+            "started_at": at,
+            "ended_at": end,
+            "ok": ok,
+        }
+        for i, n, at, end, ok in calls
+    ]
+    return RankRecord(rank=r, world_size=2, events=events)
+
+
+def late_peer_meets_the_retry(retry_ok: bool) -> list[RankRecord]:
+    """Under independent retry beside a lag (a replayed launch's times): rank 1 is late for
+    the leader's first call, so its first call meets the leader's retry at once; its own
+    retry begins after the leader has drawn on."""
+    return [
+        attempts(0, (0, 1, 10.0, 12.005, False), (0, 2, 12.010, 12.046, retry_ok)),
+        attempts(1, (0, 1, 12.007, 12.046, retry_ok), (0, 2, 12.047, 14.05, False)),
+    ]
+
+
+def test_an_independent_retry_a_late_peer_met_on_time_and_failed_is_a_finding() -> None:
+    verdict = judge(late_peer_meets_the_retry(False), phase=0, timeout_s=T, retry="independent")
+    assert verdict.rounds[0].outcome is RoundOutcome.LATE  # the first round, by design
+    assert kinds(verdict) == [PolicyProblemKind.ON_TIME_FAILURE]
+    assert verdict.problems[0].checkpoint == 0
+    assert "rank 0's attempt 2 of checkpoint 0, rank 1's attempt 1" in verdict.problems[0].detail
+
+
+@pytest.mark.parametrize(
+    ("retry_ok", "retry", "faulted"),
+    [(True, "independent", False), (False, "independent", True), (False, "lockstep", False)],
+    ids=["met-and-completed", "faulted", "agreeing-retry"],
+)
+def test_a_meeting_is_judged_only_where_it_failed_unfaulted_under_independent_retry(
+    retry_ok: bool, retry: str, faulted: bool
+) -> None:
+    records = late_peer_meets_the_retry(retry_ok)
+    verdict = judge(records, phase=0, timeout_s=T, retry=retry, faulted=faulted)
+    assert ON_TIME not in kinds(verdict)
+
+
+def test_a_call_begun_while_its_peer_had_another_round_open_met_no_retry() -> None:
+    """Rank 1 began while the leader's first round was still open: it may have joined that
+    one, so its call is no meeting with the retry."""
+    records = [
+        attempts(0, (0, 1, 10.0, 12.005, False), (0, 2, 12.010, 12.046, False)),
+        attempts(1, (0, 1, 11.9, 12.046, False)),
+    ]
+    verdict = judge(records, phase=0, timeout_s=T, retry="independent")
+    assert ON_TIME not in kinds(verdict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from zephon_chaos.problem import Area, Kind
 from zephon_chaos.runner import Fate, PhaseRun, phase_fate
 from zephon_chaos.runner.fate import LaunchFaults
 from zephon_chaos.scenario import Phase, Scenario
-from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, WorkloadSpec
+from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankLag, WorkloadSpec
 
 
 def completed(index: int) -> CheckpointFacts:
@@ -75,3 +76,26 @@ def test_a_launch_has_one_fate_and_hands_on_what_survived(
     assert [(p.area, p.kind) for p in judged.problems] == ([problem] if problem else [])
     assert all(p.phase == index for p in judged.problems)
     assert judged.fate.cut_short == (fate in (Fate.FAILED, Fate.NO_CHECKPOINT))
+
+
+def drifted() -> list[CheckpointFacts]:
+    """Ranks one interval apart: each got the same merged checkpoint under another index and
+    gave the other index up (``RankLag.by`` 1 under ``independent`` retry)."""
+    return [
+        CheckpointFacts(0, [1], {0: "gave up"}, {1: "d"}, {0: 1, 1: 1}, {1: [0, 1]}, []),
+        CheckpointFacts(1, [0], {1: "gave up"}, {0: "d"}, {0: 2, 1: 1}, {0: [0, 1]}, []),
+    ]
+
+
+@pytest.mark.parametrize("taken", [[], drifted()], ids=["gave-up", "drifted"])
+def test_free_running_ranks_with_no_checkpoint_alike_hand_on_what_they_restored(
+    tmp_path: Path, taken: list[CheckpointFacts]
+) -> None:
+    """Judged by resuming (independent retry beside a lag), a launch whose ranks got no merged
+    checkpoint alike ends as a job's does: the next restores the last every rank got before."""
+    free = replace(
+        TWO, retry="independent", sync="free", lags=(RankLag(1, checkpoint=0, by=len(taken) // 2),)
+    )
+    judged = phase_fate(scenario(free, TWO), launch(tmp_path, free, True, taken), LaunchFaults())
+    assert (judged.fate, judged.keep, judged.problems) == (Fate.DRIFTED, None, [])
+    assert not judged.fate.cut_short

@@ -32,18 +32,22 @@ def _missed_round(outcome: ScenarioOutcome, problem: Problem) -> bool:
 
 def _poisoned_retry(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A rank's retry of a checkpoint refused by the merge for differing ``last_round_id``s,
-    after an attempt of the same checkpoint failed (a fault failed the round): in a faulted
-    launch the fault oracle, not the policy oracle, names the rank's error."""
-    run = run_of(outcome, problem) if problem.is_(Area.FAULT, Kind.NO_CAUSE) else None
+    after an attempt of the same checkpoint failed: a fault failed the round (in a faulted
+    launch the fault oracle, not the policy oracle, names the rank's error), or a late peer
+    never joined it and met the retry on time (``independent`` retry beside a lag: the policy
+    oracle's on-time meeting, named by the leader's checkpoint)."""
+    faulted = problem.is_(Area.FAULT, Kind.NO_CAUSE)
+    met = problem.is_(Area.POLICY, Kind.ON_TIME_FAILURE) and problem.checkpoint is not None
+    run = run_of(outcome, problem) if faulted or met else None
     if run is None:
         return False
-    rank = problem.rank
+    rank = problem.rank if faulted else 0
     for rec in run.records:
         if rec.rank != rank:
             continue
         attempts = [ev for ev in rec.events if ev.get("kind") == "checkpoint_attempt"]
         for c in rec.checkpoints:
-            if MISMATCH not in (c.error or ""):
+            if MISMATCH not in (c.error or "") or (met and c.index != problem.checkpoint):
                 continue
             refused = [
                 ev["attempt"]

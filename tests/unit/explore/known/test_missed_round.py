@@ -9,9 +9,13 @@ from typing import Any
 
 import pytest
 
-from zephon_chaos.explore.known import HEALED_LINK_POISONS_RETRY, MISMATCH
+from zephon_chaos.explore.known import (
+    HEALED_LINK_POISONS_RETRY,
+    MISMATCH,
+    MISSED_ROUND_POISONS_NEXT,
+)
 from zephon_chaos.problem import Area, Kind, Problem
-from zephon_chaos.workload.records import LINK_HEALED_RECORD, RankRecord
+from zephon_chaos.workload.records import LINK_HEALED_RECORD, CheckpointEvent, RankRecord
 
 REFUSED = f"RuntimeError: cannot merge 2 aggregation state shards:\n  - {MISMATCH}: {{None, '1'}}"
 LINE = Problem(
@@ -64,3 +68,30 @@ def test_the_healed_link_defect_explains_only_the_heal_oracles_problem() -> None
     found = outcome(True, "RuntimeError: TCPStore set failed", REFUSED)
     other = Problem(Area.FAULT, Kind.NO_CAUSE, "no cause", phase=0, checkpoint=0, rank=0)
     assert not HEALED_LINK_POISONS_RETRY.explains(found, other)  # type: ignore[arg-type]
+
+
+def met_on_time(second: str) -> object:
+    """Under independent retry beside a lag: the leader's first call timed out (its peer late),
+    and its retry, met on time by the peer's first call, ended with ``second``."""
+    timed_out = "RuntimeError: Timed out after 2.0s waiting for checkpoint shards"
+    leader = RankRecord(
+        rank=0,
+        events=[attempt(1, timed_out), attempt(2, second)],
+        checkpoints=[CheckpointEvent(0, after_batches=2, ok=False, error=second)],
+    )
+    late = RankRecord(rank=1, events=[attempt(1, second)])
+    run = SimpleNamespace(index=0, records=[leader, late], policy=None)
+    return SimpleNamespace(phases=[run])
+
+
+@pytest.mark.parametrize(
+    ("second", "explained"),
+    [(REFUSED, True), ("RuntimeError: Timed out waiting for round id", False)],
+    ids=["refused", "another-error"],
+)
+def test_an_on_time_meeting_with_a_retry_refused_for_its_round_id_is_the_missed_round(
+    second: str, explained: bool
+) -> None:
+    found = met_on_time(second)
+    met = Problem(Area.POLICY, Kind.ON_TIME_FAILURE, "met on time", phase=0, checkpoint=0)
+    assert MISSED_ROUND_POISONS_NEXT.explains(found, met) is explained  # type: ignore[arg-type]
