@@ -23,11 +23,14 @@ store; the harness hears of it on the control channel (``faults.control``).
 A proxy action with ``until`` ``round_end`` is undone by the rank itself (:class:`LinkHeals`):
 the workload calls ``plan.heals.heal()`` once the ``checkpoint()`` call it fired in has
 returned or raised, a logical point of the rank's own, and the link is whole again for the
-next call (``oracles.healing`` holds Zephon to completing that one).
+next call (``oracles.healing`` holds Zephon to completing that one). Whether any of the rank's
+store operations raised between the fault and its heal goes with it (``failure_seen``): only
+a failed operation makes Zephon's client drop the connection the fault ended.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -130,6 +133,11 @@ class Heal:
     trigger: PhaseTrigger
     facts: dict[str, Any]
     """The fired event's facts (``phase``, ``n``, ``key``, ``proxy``: the toxic's name)."""
+    failure_seen: bool = False
+    """Some store operation of the rank raised since the action: Zephon's client dropped its
+    connection then (``TorchKVStore._call``) and reconnects at its next operation. Without
+    one (a write that awaits no reply returns over a gone link: c10d's SET) the client still
+    holds the connection the action ended, and its next operation fails on it."""
 
 
 class LinkHeals:
@@ -149,9 +157,20 @@ class LinkHeals:
             self._due.append(heal)
             self._log = log
 
+    def saw_failure(self) -> None:
+        """A store operation of the rank raised: every due heal's client has seen its link."""
+        with self._lock:
+            self._due = [dataclasses.replace(h, failure_seen=True) for h in self._due]
+
+    @property
+    def due(self) -> tuple[Heal, ...]:
+        """The actions to undo at the end of the current call."""
+        with self._lock:
+            return tuple(self._due)
+
     def heal(self, plan: InterposerPlan) -> list[dict[str, Any]]:
         """Undo every due action on ``plan``'s proxy (enable it, remove the toxic); the facts
-        of each, as logged (kind ``healed``)."""
+        of each, as logged (kind ``healed``), with ``failure_seen``."""
         with self._lock:
             due, self._due, log = self._due, [], self._log
         if not due:
@@ -169,6 +188,7 @@ class LinkHeals:
                 facts = {k: heal.facts[k] for k in ("rank", "phase", "n")}
                 facts["action"] = heal.trigger.action
                 facts["until"] = heal.trigger.until
+                facts["failure_seen"] = heal.failure_seen
                 if log is not None:
                     log.write("healed", sync=True, **facts)
                 done.append(facts)
@@ -393,24 +413,33 @@ def _make_store_class() -> type:
         def __del__(self) -> None:
             self.writes.close()
 
+        def _inner(self, call: Callable[[], Any]) -> Any:
+            """Make one operation of the real client; one that raises is a failure the rank's
+            client has seen (it drops its connection: ``LinkHeals.saw_failure``)."""
+            try:
+                return call()
+            except Exception:
+                self.plan.heals.saw_failure()
+                raise
+
         # Reads and plain operations pass through.
         def check_ready(self) -> None:
-            self.inner.check_ready()
+            self._inner(self.inner.check_ready)
 
         def get(self, key: str) -> bytes | None:
-            return self.inner.get(key)  # type: ignore[no-any-return]
+            return self._inner(lambda: self.inner.get(key))  # type: ignore[no-any-return]
 
         def get_many(self, keys: list[str]) -> list[bytes | None]:
-            return self.inner.get_many(keys)  # type: ignore[no-any-return]
+            return self._inner(lambda: self.inner.get_many(keys))  # type: ignore[no-any-return]
 
         def exists(self, key: str) -> bool:
-            return bool(self.inner.exists(key))
+            return bool(self._inner(lambda: self.inner.exists(key)))
 
         def delete(self, key: str) -> None:
-            self.inner.delete(key)
+            self._inner(lambda: self.inner.delete(key))
 
         def wait(self, keys: list[str], timeout: float) -> bool:
-            return bool(self.inner.wait(keys, timeout))
+            return bool(self._inner(lambda: self.inner.wait(keys, timeout)))
 
         # Writes are where phases happen.
         def set(self, key: str, value: bytes) -> None:
@@ -439,11 +468,11 @@ def _make_store_class() -> type:
         ) -> Any:
             phase = phase_of(op, key)
             if phase is None:
-                return forward()
+                return self._inner(forward)
             extra: dict[str, str] = {}
             if phase == "outcome":
                 extra["outcome"] = "result" if value[:1] == b"R" else "failure"
-            return self.writes.write(phase, key, forward, dropped, **extra)
+            return self.writes.write(phase, key, lambda: self._inner(forward), dropped, **extra)
 
     return _InterposedStore
 

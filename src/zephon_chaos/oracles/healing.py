@@ -9,8 +9,14 @@ rank, covering every lane, else a :data:`~zephon_chaos.problem.Kind.NO_RECOVERY_
 problem. The faulted round itself is judged by ``oracles.faults`` as any other.
 
 The next call is the same checkpoint's next attempt where a rank made one (a ``lockstep``
-retry; ``skip`` records one attempt a checkpoint), else the next checkpoint's first. It is
-judged only where every rank calls it on time and together:
+retry; ``skip`` records one attempt a checkpoint), else the next checkpoint's first. The
+client reconnects only after an operation *failed*, and "the failed operation is not retried"
+(the same docstring). So where none of the healed rank's store operations raised between the
+fault and the heal (``link_healed``'s ``failure_seen``: a follower's ack, c10d's SET awaiting no
+reply, returns over a link just gone, its call's last operation), the client still holds the
+connection the fault ended: the first operation of its next call fails on it, and where that
+call failed on the rank the promise is for the call after it. It is judged only where every
+rank calls it on time and together:
 
 * no rank fault and no lag in the launch (a late rank fails a round by Zephon's own budget);
 * not under ``independent`` retry: each rank retries alone, so the ranks' next calls need not
@@ -52,6 +58,11 @@ class Unjudged(enum.Enum):
     INDEPENDENT = "independent retry: each rank retries alone, so the next calls are no one round"
     ENDED = "retry none after a failed call: the launch ends with it, by design"
     NO_NEXT_CALL = "no rank called checkpoint() after the heal (the faulted call was the last)"
+    DEAD_CONNECTION = (
+        "no store operation of the rank failed before the heal, so its client kept the "
+        "connection the fault ended and the next call failed on it (Zephon's client reconnects "
+        "after a failed operation, which it does not retry); no call followed that one"
+    )
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,9 @@ class Heal:
     point: str
     """The round point that fired it (``shard#1``)."""
     action: str
+    failure_seen: bool = True
+    """Some store operation of the rank raised between the fault and the heal, so its client
+    dropped the connection the fault ended (records without the field: assumed so)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +108,7 @@ def heals_of(records: Sequence[RankRecord]) -> list[Heal]:
             (int(ev["index"]), int(ev["attempt"])),
             f"{ev['phase']}#{ev['n']}",
             str(ev.get("action", "")),
+            bool(ev.get("failure_seen", True)),
         )
         for rec in records
         for ev in rec.events
@@ -141,6 +156,19 @@ def next_call(records: Sequence[RankRecord], after: Call) -> Call | None:
     return None
 
 
+def promised_call(records: Sequence[RankRecord], heal: Heal) -> Call | None:
+    """The call ``heal`` is judged by: :func:`next_call` after it, or, where the healed rank's
+    client saw no operation fail before the heal and that call failed on the rank (its first
+    operation met the connection the fault ended), the call after that one; None for none."""
+    following = next_call(records, heal.call)
+    if following is None or heal.failure_seen:
+        return following
+    mine = next((calls_of(rec).get(following) for rec in records if rec.rank == heal.rank), None)
+    if mine is None or mine.ok:
+        return following
+    return next_call(records, following)
+
+
 def judge(
     records: Sequence[RankRecord],
     *,
@@ -184,8 +212,12 @@ def _unjudged(records: Sequence[RankRecord], heal: Heal, retry: str, late: bool)
         faulted = [calls_of(rec).get(heal.call) for rec in records]
         if not all(r is not None and r.ok for r in faulted):
             return Unjudged.ENDED
-    following = next_call(records, heal.call)
-    return Unjudged.NO_NEXT_CALL if following is None else following
+    following = promised_call(records, heal)
+    if following is not None:
+        return following
+    if next_call(records, heal.call) is not None:
+        return Unjudged.DEAD_CONNECTION
+    return Unjudged.NO_NEXT_CALL
 
 
 def _hold(
@@ -198,6 +230,9 @@ def _hold(
 ) -> None:
     index, attempt = call
     name = f"checkpoint {index} attempt {attempt}"
+    which = "next call"
+    if call != next_call(records, heal.call):  # promised_call passed the next one over
+        which = "call after the next (its client met the connection the fault ended in that)"
     results = {rec.rank: calls_of(rec).get(call) for rec in records}
     wrong: list[str] = []
     for rank, result in results.items():
@@ -213,14 +248,14 @@ def _hold(
     if not wrong:
         digest = next(iter(digests.values()), None)
         verdict.evidence.append(
-            f"{where}: every rank's next call, {name}, returned checkpoint (digest {digest})"
+            f"{where}: every rank's {which}, {name}, returned checkpoint (digest {digest})"
         )
         return
     verdict.problems.append(
         Problem(
             Area.FAULT,
             Kind.NO_RECOVERY_AFTER_HEAL,
-            f"{where}, but the next call, {name}, did not complete: {'; '.join(wrong)}",
+            f"{where}, but the {which}, {name}, did not complete: {'; '.join(wrong)}",
             checkpoint=index,
             rank=_first_rank(results),
         )

@@ -116,10 +116,12 @@ ROUND_ONLY_ACTIONS = ("sigstop",)
 
 HEALING_TOXICS = ("down", "reset_peer")
 """Link faults that may end with their round (``ProxyFault.until``): a link that is gone, a
-connection reset. Each fails the store operation at once and Zephon's client discards itself,
-so the next checkpoint reconnects (``_internal/kvstore.py``, ``TorchKVStore``): a transient
-fault with a promise after it. A slow link fails nothing to recover from, and a stalled one
-(``STALLING_TOXICS``) keeps its rank's call from returning, so its round never ends."""
+connection reset. Each fails the rank's next store operation that awaits a reply, and Zephon's
+client discards itself, so the next checkpoint reconnects (``_internal/kvstore.py``,
+``TorchKVStore``): a transient fault with a promise after it (where the call's last write
+awaited no reply, one call later: ``oracles.healing.promised_call``). A slow link fails
+nothing to recover from, and a stalled one (``STALLING_TOXICS``) keeps its rank's call from
+returning, so its round never ends."""
 
 
 STALLING_TOXICS = ("timeout",)

@@ -23,6 +23,9 @@ from tests.unit.faults.rank_threads import (
 from zephon_chaos.faults.control import InterposerControl, notify
 from zephon_chaos.faults.interposer import (
     ACTIONS,
+    EventLog,
+    Heal,
+    InterposedStore,
     InterposerError,
     InterposerPlan,
     interpose_uri,
@@ -90,6 +93,42 @@ def test_proxy_actions_need_the_rank_to_have_a_proxy() -> None:
 def test_only_torch_stores_are_wrapped() -> None:
     with pytest.raises(InterposerError, match="aggregate_dir has no store"):
         interpose_uri("file:///tmp/x", InterposerPlan(rank=0))
+
+
+class _GoneLink:
+    """A store client whose link is gone, save for writes that await no reply (c10d's SET)."""
+
+    poll_interval_s = 0.01
+    max_value_bytes = None
+
+    def set(self, key: str, value: bytes) -> None:
+        """Returns: the bytes went into the socket's buffer."""
+
+    def exists(self, key: str) -> bool:
+        raise RuntimeError(f"TCPStore check of {key!r} failed: Broken pipe")
+
+
+@pytest.mark.parametrize(
+    ("operations", "seen"),
+    [(("ack",), False), (("ack", "exists"), True), (("exists",), True)],
+)
+def test_a_heal_says_whether_a_store_operation_failed_since_its_fault(
+    operations: tuple[str, ...], seen: bool
+) -> None:
+    """Only a failed operation makes Zephon's client drop the connection a link fault ended;
+    the ack, awaiting no reply, returns over the gone link."""
+    pytest.importorskip("zephon")
+    plan = InterposerPlan(rank=1)
+    plan.heals.add(Heal(PhaseTrigger(1, "ack", "cut", until="round_end"), {}), EventLog(None))
+    store = InterposedStore(_GoneLink(), plan)
+    for op in operations:
+        if op == "ack":
+            store.set(f"{NS}/17/ack/r1_w0_p9", b"1")
+        else:
+            with pytest.raises(RuntimeError, match="Broken pipe"):
+                store.exists(f"{NS}/round")
+    (heal,) = plan.heals.due
+    assert heal.failure_seen is seen
 
 
 def test_every_action_is_documented() -> None:

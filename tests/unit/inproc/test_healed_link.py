@@ -3,9 +3,12 @@ it itself once its ``checkpoint()`` call has returned (``ProxyFault.until``), an
 oracle (``oracles.healing``) holds the next call to completing on every rank.
 
 A reset and a cut at a follower's first shard write, healed, are followed by a lockstep retry
-that completes. A cut at the leader's first announcement is not: the announcement is lost
-while the leader keeps its round id, and the retry is refused (the known defect
-``healed-link-poisons-retry``, which explains that problem and only where its heal happened).
+that completes. A cut at a follower's first ack is not judged by the retry: the ack awaits no
+reply, so no operation of the follower failed before the heal and its retry's first operation
+meets the connection the cut ended. After a cut at the leader's first announcement the retry
+does not complete: the announcement is lost while the leader keeps its round id, and the retry
+is refused (the known defect ``healed-link-poisons-retry``, which explains that problem and
+only where its heal happened).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pytest
 from zephon_chaos.explore.known import HEALED_LINK_POISONS_RETRY, judged_ok, unexplained
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.oracles.healing import HealOutcome
+from zephon_chaos.oracles.healing import HealOutcome, Unjudged
 from zephon_chaos.problem import Area, Kind
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
@@ -75,6 +78,21 @@ def test_after_a_healed_fault_at_a_followers_shard_the_next_call_completes(
     assert launch.healing.outcome is HealOutcome.RECOVERED, launch.healing
     assert "checkpoint 0 attempt 2" in launch.healing.evidence[0]
     assert outcome.verdict is not None and outcome.verdict.ok
+
+
+def test_after_a_healed_cut_at_a_followers_ack_the_retry_is_not_promised(
+    runner: InprocScenarioRunner,
+) -> None:
+    """Zephon's client reconnects after a failed operation and does not retry that one
+    (``TorchKVStore``): with two attempts no call follows the one the retry failed in."""
+    outcome = runner.run(healed(ProxyFault(1, "down", at="ack#1", until=ROUND_END)))
+    (heal,) = heals(outcome)
+    assert (heal["rank"], heal["phase"], heal["failure_seen"]) == (1, "ack", False)
+    launch = outcome.phases[0].fault
+    assert launch is not None and launch.healing is not None, outcome.report()
+    assert launch.healing.outcome is HealOutcome.UNJUDGED, launch.healing
+    assert Unjudged.DEAD_CONNECTION.value in launch.healing.evidence[0]
+    assert not [p for p in outcome.problems if p.is_(Area.FAULT, Kind.NO_RECOVERY_AFTER_HEAL)]
 
 
 def test_a_healed_cut_at_the_leaders_announcement_is_the_known_defect(

@@ -140,6 +140,56 @@ def test_where_the_promise_does_not_apply_the_verdict_says_why_and_finds_nothing
     assert why.value in verdict.evidence[0]
 
 
+def unseen(*later: tuple[bool, bool]) -> list[RankRecord]:
+    """Two ranks under lockstep; attempt 1 of checkpoint 0 failed on rank 0 only, and rank 1's
+    link healed after it with no store operation of rank 1 failed before (its ack, a write
+    awaiting no reply, returned over the gone link); then attempts 2, 3, ... as ``later``."""
+    out = []
+    for r in range(2):
+        events = [attempt(0, 1, r == 1, error="timed out waiting for acknowledgements")]
+        if r == 1:
+            events.append({**HEAL, "phase": "ack", "failure_seen": False})
+        events += [attempt(0, n, good[r], error="Broken pipe") for n, good in enumerate(later, 2)]
+        final = ok(0) if later[-1][r] else failed(0, "x")
+        out.append(rank(r, final, events=events))
+    return out
+
+
+def test_a_heal_no_failed_operation_preceded_passes_over_the_next_call_its_rank_failed() -> None:
+    """The rank's client kept the connection the fault ended; its next call's first operation
+    fails on it, not retried (``TorchKVStore``): the call after it is promised, and there is
+    none here."""
+    verdict = oracle.judge(unseen((False, False)), canonical_replicas=C, retry="lockstep")
+    assert verdict.outcome is oracle.HealOutcome.UNJUDGED and not verdict.problems
+    assert oracle.Unjudged.DEAD_CONNECTION.value in verdict.evidence[0]
+
+
+@pytest.mark.parametrize(
+    ("later", "outcome", "named"),
+    [
+        (((False, False), (True, True)), oracle.HealOutcome.RECOVERED, "attempt 3"),
+        (((False, False), (False, False)), oracle.HealOutcome.NOT_RECOVERED, "attempt 3"),
+        (((False, True),), oracle.HealOutcome.NOT_RECOVERED, "next call, checkpoint 0 attempt 2"),
+        (((True, True),), oracle.HealOutcome.RECOVERED, "next call, checkpoint 0 attempt 2"),
+    ],
+    ids=["after-recovered", "after-failed", "next-ok-on-the-rank", "next-recovered"],
+)
+def test_after_a_heal_no_failed_operation_preceded_the_promised_call_is_judged(
+    later: tuple[tuple[bool, bool], ...], outcome: oracle.HealOutcome, named: str
+) -> None:
+    """The call after the next where the rank failed the next; the next one where it did not."""
+    verdict = oracle.judge(unseen(*later), canonical_replicas=C, retry="lockstep")
+    assert verdict.outcome is outcome
+    text = verdict.problems[0].text if verdict.problems else verdict.evidence[0]
+    assert named in text
+
+
+def test_a_heal_record_without_failure_seen_is_judged_by_the_next_call() -> None:
+    """Records written before the field existed keep their verdicts."""
+    (heal,) = oracle.heals_of(lockstep((True, True)))
+    assert heal.failure_seen
+
+
 def test_a_launch_with_no_heal_is_not_judged() -> None:
     records = [rank(r, failed(0)) for r in range(2)]
     verdict = oracle.judge(records, canonical_replicas=C, retry="lockstep")

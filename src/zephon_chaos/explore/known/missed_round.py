@@ -96,9 +96,10 @@ MISSED_ROUND_POISONS_NEXT = KnownDefect(
 def _healed_link(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """No recovery after a heal (the heal oracle's problem) in a launch where a link fault
     healed after a call that failed on some rank (the trigger: the fault's round failed, then
-    the link came back), and the next call refused by the merge for differing
-    ``last_round_id``s (the symptom)."""
-    from zephon_chaos.oracles.healing import calls_of, heals_of, next_call
+    the link came back), and the call the oracle judged (``promised_call``: the next, or the
+    one after where the healed rank's first operation of the next met the connection its fault
+    ended) refused by the merge for differing ``last_round_id``s (the symptom)."""
+    from zephon_chaos.oracles.healing import calls_of, heals_of, promised_call
 
     run = run_of(outcome, problem) if problem.is_(Area.FAULT, Kind.NO_RECOVERY_AFTER_HEAL) else None
     if run is None:
@@ -108,7 +109,7 @@ def _healed_link(outcome: ScenarioOutcome, problem: Problem) -> bool:
         faulted = [made.get(heal.call) for made in calls]
         if all(r is not None and r.ok for r in faulted):
             continue  # the fault's round completed: nothing of it was missed
-        following = next_call(run.records, heal.call)
+        following = promised_call(run.records, heal)
         if following is None or following[0] != problem.checkpoint:
             continue
         errors = [(made.get(following) or CallResult(True)).error or "" for made in calls]
@@ -136,7 +137,11 @@ HEALED_LINK_POISONS_RETRY = KnownDefect(
         "(471-475) times out 'waiting for round id' with last_round_id None. The retry's "
         "shards carry the lost round's id on the leader and None on the followers, and "
         "engine.py Engine._merge_state_dicts refuses them (1988-1990, 2001-2005): the "
-        "mechanism of missed-round-poisons-next. Standalone: "
+        "mechanism of missed-round-poisons-next. A follower's link gone at its ack (a SET "
+        "too, the last write of its call, which returns) and healed reaches it one call later: "
+        "the client kept the dead connection, so the next call fails at its first operation "
+        "(kvstore.py 149-150: not retried), a round that follower never joined, and the call "
+        "after is refused the same way. Standalone: "
         "tests/zephon/repro/healed_link_poisons_retry.py"
     ),
     explains=_healed_link,

@@ -64,6 +64,24 @@ def test_the_healed_link_defect_needs_its_heal_and_its_refusal(
     assert HEALED_LINK_POISONS_RETRY.explains(found, LINE) is explained  # type: ignore[arg-type]
 
 
+def test_the_healed_link_defect_explains_the_call_the_heal_oracle_judged() -> None:
+    """A follower's link cut at its ack and healed with no failed operation before: its next
+    call fails on the dead connection (a round it never joined), the one after is refused."""
+    from zephon_chaos.oracles.healing import judge
+
+    timed_out = "RuntimeError: Timed out waiting for checkpoint acknowledgements"
+    records = []
+    for r, first in enumerate((timed_out, None)):
+        events = [attempt(1, first), attempt(2, "RuntimeError: Broken pipe"), attempt(3, REFUSED)]
+        if r == 1:
+            events.insert(1, {**HEAL, "phase": "ack", "failure_seen": False})
+        records.append(RankRecord(rank=r, events=events))
+    (problem,) = judge(records, canonical_replicas=2, retry="lockstep").problems
+    assert "checkpoint 0 attempt 3" in problem.text
+    found = SimpleNamespace(phases=[SimpleNamespace(index=0, records=records)])
+    assert HEALED_LINK_POISONS_RETRY.explains(found, problem.in_phase(0))  # type: ignore[arg-type]
+
+
 def test_the_healed_link_defect_explains_only_the_heal_oracles_problem() -> None:
     found = outcome(True, "RuntimeError: TCPStore set failed", REFUSED)
     other = Problem(Area.FAULT, Kind.NO_CAUSE, "no cause", phase=0, checkpoint=0, rank=0)
