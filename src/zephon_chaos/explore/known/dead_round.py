@@ -32,8 +32,17 @@ def _met(outcome: ScenarioOutcome, problem: Problem) -> tuple[PhaseRun, Leftover
 
 
 def _errors(run: PhaseRun) -> list[str]:
-    """Every checkpoint error and rank error of the launch."""
-    found = [c.error or "" for rec in run.records for c in rec.checkpoints]
+    """Every error of the launch: each attempt's of each checkpoint, each checkpoint's and each
+    rank's. A checkpoint keeps only its last attempt's error, so under a ``lockstep`` or
+    ``independent`` retry the dead round's notice, met by the first attempt, is in that
+    attempt's record alone."""
+    found = [
+        str(ev.get("error") or "")
+        for rec in run.records
+        for ev in rec.events
+        if ev.get("kind") == "checkpoint_attempt"
+    ]
+    found += [c.error or "" for rec in run.records for c in rec.checkpoints]
     found += [str((rec.error or {}).get("error", "")) for rec in run.records]
     return [e for e in found if e]
 
