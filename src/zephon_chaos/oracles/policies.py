@@ -132,6 +132,7 @@ class Call:
     started_at: float
     ended_at: float
     ok: bool
+    error: str = ""
 
     def describe(self) -> str:
         return f"rank {self.rank}'s attempt {self.attempt} of checkpoint {self.index}"
@@ -147,6 +148,7 @@ def calls(rec: RankRecord) -> list[Call]:
             float(ev["started_at"]),
             float(ev["ended_at"]),
             bool(ev.get("ok")),
+            str(ev.get("error") or ""),
         )
         for ev in rec.events
         if ev.get("kind") == "checkpoint_attempt"
@@ -163,11 +165,37 @@ def _alone(own: list[Call], call: Call, other: Call) -> bool:
     return not before or before[-1].ended_at <= other.started_at
 
 
+NO_ROUND_JOINED = "waiting for round id"
+"""Zephon's timeout of a follower that saw no open round (``RoundCoordinator._open_round_id``):
+that call joined none."""
+
+
+def _joined_already(own: list[Call], call: Call, leader: list[Call], lead: Call) -> bool:
+    """``call`` and ``lead`` could meet in no other round although their calls before them
+    overlap: the rank's call before ``call`` joined the leader's round before ``lead``
+    (overlapped it, could have joined no earlier one, and did not time out seeing none), so it
+    is no part of ``lead``'s round, and ``call`` cannot rejoin that one, as a follower skips an
+    announced round its own shard is in (zephon 0.2.0 ``_internal/coordination.py``
+    ``_read_open_round_id``, 452-458)."""
+    mine = [c for c in own if c.started_at < call.started_at]
+    theirs = [c for c in leader if c.started_at < lead.started_at]
+    if not mine or not theirs:
+        return False
+    joined, opened = mine[-1], theirs[-1]
+    return (
+        joined.started_at < opened.ended_at
+        and opened.started_at < joined.ended_at
+        and _alone(leader, opened, joined)
+        and NO_ROUND_JOINED not in joined.error
+    )
+
+
 def missed_meetings(records: Sequence[RankRecord], timeout_s: float) -> list[tuple[Call, ...]]:
     """Meetings of free-running ranks that failed although every rank was on time: per call of
     the leader (rank 0, who opens every round), the one call of each other rank that overlaps
     it, began within the budget (less :data:`LATE_SLACK_S`) of it, and could have joined no
-    other round (each rank's call before had ended when the other's began); kept where a call
+    other round (each rank's call before had ended when the other's began, or the rank's had
+    joined the leader's: :func:`_joined_already`); kept where a call
     of it failed. A meeting of every rank's first call of one checkpoint is that checkpoint's
     first round, judged as such."""
     made = {rec.rank: calls(rec) for rec in records}
@@ -185,8 +213,10 @@ def missed_meetings(records: Sequence[RankRecord], timeout_s: float) -> list[tup
                 if c.started_at < lead.ended_at
                 and lead.started_at < c.ended_at
                 and abs(c.started_at - lead.started_at) < timeout_s - LATE_SLACK_S
-                and _alone(own, c, lead)
-                and _alone(made[0], lead, c)
+                and (
+                    (_alone(own, c, lead) and _alone(made[0], lead, c))
+                    or _joined_already(own, c, made[0], lead)
+                )
             ]
             if len(fits) != 1:
                 break

@@ -190,3 +190,35 @@ def test_a_call_begun_while_its_peer_had_another_round_open_met_no_retry() -> No
     ]
     verdict = judge(records, phase=0, timeout_s=T, retry="independent")
     assert ON_TIME not in kinds(verdict)
+
+
+def test_a_retry_begun_while_the_round_its_rank_had_joined_was_open_met_the_next() -> None:
+    """A replayed launch's times (G 4, T = 2 s, rank 3 lagging): rank 2's first call joined
+    the leader's first round and timed out 16 ms before the leader's did; its retry, begun
+    while that round was still open, cannot rejoin it (Zephon skips an announced round its
+    own shard is in), so it met the leader's retry with ranks 1 and 3, on time, and failed."""
+    refused = "cannot merge 4 aggregation state shards: last_round_id mismatch across shards"
+    records = [
+        attempts(0, (0, 1, 5.183, 7.185, False), (0, 2, 7.186, 7.384, False)),
+        attempts(1, (0, 1, 5.191, 7.188, False), (0, 2, 7.1888, 7.383, False)),
+        attempts(2, (0, 1, 5.161, 7.169, False), (0, 2, 7.1696, 7.382, False)),
+        attempts(3, (0, 1, 7.1889, 7.381, False), (0, 2, 7.381, 9.391, False)),
+    ]
+    for rec in records:
+        rec.events[-1 if rec.rank < 3 else 0]["error"] = refused
+    records[3].events[1]["error"] = "Timed out after 2.0s waiting for round id at zephon/round"
+    verdict = judge(records, phase=0, timeout_s=T, retry="independent")
+    assert kinds(verdict) == [ON_TIME]
+    assert "rank 2's attempt 2 of checkpoint 0, rank 3's attempt 1" in verdict.problems[0].detail
+
+
+def test_a_retry_whose_rank_joined_no_round_may_join_the_one_still_open() -> None:
+    """Rank 1's first call timed out waiting for a round id (it joined none), so its retry,
+    begun while the leader's first round was open, may have joined that one: no meeting."""
+    records = [
+        attempts(0, (0, 1, 10.0, 12.005, False), (0, 2, 12.010, 12.046, False)),
+        attempts(1, (0, 1, 8.4, 10.4, False), (0, 2, 11.0, 12.046, False)),
+    ]
+    records[1].events[0]["error"] = "Timed out after 2.0s waiting for round id at zephon/round"
+    verdict = judge(records, phase=0, timeout_s=T, retry="independent")
+    assert ON_TIME not in kinds(verdict)
