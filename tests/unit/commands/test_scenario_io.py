@@ -67,3 +67,32 @@ def test_prepare_resolves_auto_for_a_file_without_a_record(tmp_path: Path) -> No
     scenario, setting = prepare(args)
     assert scenario.found is None
     assert setting == RunSetting("inproc", Source.DEFAULT, DEFAULT_LAUNCH_LANE, Source.DEFAULT)
+
+
+def test_a_run_or_replay_cuts_a_known_hang_short_as_explore_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner ``run`` and ``replay`` make knows the known hangs the explorer's runners
+    know, so a replayed hang ends when recognised, not at its deadline."""
+    import zephon_chaos.explore.tiers as tiers
+    from zephon_chaos.commands._scenario_io import run_once
+    from zephon_chaos.explore.known import HANG_SIGNATURES
+    from zephon_chaos.runner import ScenarioOutcome
+
+    made = []
+
+    class Runner:
+        hang_signatures: object = None
+        reference_cache: dict[str, object] = {}
+
+        def run(self, scenario: Scenario) -> ScenarioOutcome:
+            made.append(self.hang_signatures)
+            return ScenarioOutcome(scenario, None)
+
+    monkeypatch.setattr(tiers, "make_runner", lambda *a, **k: Runner())
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2),
+        phases=(Phase(2, 1, (CheckpointAt(1),)),),
+    )
+    run_once(scenario, "torchrun", tmp_path, 60.0)
+    assert made == [HANG_SIGNATURES] and HANG_SIGNATURES
