@@ -101,3 +101,33 @@ def reported(text: str, key: str, expected: list[Any], script: Path) -> dict[Any
     if sorted(lines) != sorted(expected):
         pytest.fail(f"{script.name} reported {key} {sorted(lines)}:\n{text[-3000:]}")
     return lines
+
+
+Attempts = dict[int, list[str]]
+"""Each rank's outcome of each checkpoint attempt, as a script that retries prints them."""
+
+
+def rank_attempts(script: Path, work: Path, world: int, deadline_s: float) -> Attempts:
+    """Run ``script`` once; each rank's ``attempts`` line (one per rank, or the test fails)."""
+    text = run_script(script, work, deadline_s)
+    return {
+        r: line["attempts"] for r, line in reported(text, "rank", [*range(world)], script).items()
+    }
+
+
+def completed(ranks: Attempts) -> bool:
+    """The last attempt succeeded on every rank."""
+    return all(attempts[-1] == "ok" for attempts in ranks.values())
+
+
+def assert_every_retry_completes(runs: list[Attempts], shapes: list[bool]) -> None:
+    """The body of a defect's strict xfail over several runs: each run shows the defect's shape
+    (``shapes[n]``) or a completed retry, never a third thing (``pytest.fail``, which no xfail
+    hides), and every run agrees; then it asserts no run shows the defect, which fails while
+    the defect lasts and passes once it is fixed."""
+    for n, ranks in enumerate(runs):
+        if not shapes[n] and not completed(ranks):
+            pytest.fail(f"run {n}: neither the defect's shape nor a completed retry: {ranks}")
+    if len(set(shapes)) > 1:
+        pytest.fail(f"the retry was refused in only {sum(shapes)} of {len(runs)} runs: {runs}")
+    assert not any(shapes), runs

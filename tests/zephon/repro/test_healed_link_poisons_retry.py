@@ -18,7 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.zephon.repro.launch import reported, run_script
+from tests.zephon.repro.launch import (
+    Attempts,
+    assert_every_retry_completes,
+    completed,
+    rank_attempts,
+)
 
 SCRIPT = Path(__file__).with_name("healed_link_poisons_retry.py")
 WORLD = 2
@@ -27,24 +32,19 @@ DEADLINE_S = 120.0
 """7 s measured a run on 2 loaded cores (importing torch, two attempts of a 2 s budget)."""
 MISMATCH = "last_round_id mismatch across shards"
 
-Attempts = dict[int, list[str]]
-
-
-def _run(work: Path) -> Attempts:
-    text = run_script(SCRIPT, work, DEADLINE_S)
-    ranks = reported(text, "rank", [*range(WORLD)], SCRIPT)
-    return {r: line["attempts"] for r, line in ranks.items()}
-
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Attempts]:
     """Each rank's attempt outcomes, in each of RUNS launches shared by this module's tests."""
-    return [_run(tmp_path_factory.mktemp(f"healed-link-{n}")) for n in range(RUNS)]
+    return [
+        rank_attempts(SCRIPT, tmp_path_factory.mktemp(f"healed-link-{n}"), WORLD, DEADLINE_S)
+        for n in range(RUNS)
+    ]
 
 
 def _poisoned(ranks: Attempts) -> bool:
     """True: the defect's shape (see the script); False: the retry completed on every rank."""
-    if all(attempts[-1] == "ok" for attempts in ranks.values()):
+    if completed(ranks):
         return False
     leader, follower = ranks[0], ranks[1]
     return (
@@ -77,10 +77,4 @@ def test_a_healed_link_poisons_the_lockstep_retry_in_every_run(runs: list[Attemp
     ),
 )
 def test_the_lockstep_retry_after_a_healed_link_completes(runs: list[Attempts]) -> None:
-    shapes = [_poisoned(ranks) for ranks in runs]  # neither shape: pytest.fail, not xfail
-    for n, ranks in enumerate(runs):
-        if not shapes[n] and not all(attempts[-1] == "ok" for attempts in ranks.values()):
-            pytest.fail(f"run {n}: neither the defect's shape nor a completed retry: {ranks}")
-    if len(set(shapes)) > 1:
-        pytest.fail(f"the retry was refused in only {sum(shapes)} of {RUNS} runs: {runs}")
-    assert not any(shapes), runs
+    assert_every_retry_completes(runs, [_poisoned(ranks) for ranks in runs])
