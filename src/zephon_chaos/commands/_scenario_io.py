@@ -174,11 +174,9 @@ def run_once(
 ) -> ScenarioOutcome:
     """One run; its replay line names ``source`` (the user's file), which outlives ``root``.
     A known hang ends when recognised, as in the exploration that found the scenario."""
-    from zephon_chaos.explore.known import HANG_SIGNATURES
     from zephon_chaos.explore.tiers import close_runner, make_runner
 
     runner = make_runner(tier, root, deadline_s, launch)
-    runner.hang_signatures = HANG_SIGNATURES
     try:
         outcome = runner.run(scenario)
     finally:

@@ -53,7 +53,6 @@ from zephon_chaos.explore.database import (
 )
 from zephon_chaos.explore.findings import Finding, discard
 from zephon_chaos.explore.judged import EndShrinking, ShrinkStop, violation_type
-from zephon_chaos.explore.known import HANG_SIGNATURES
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.shard import round_seed, tier_order
@@ -195,7 +194,6 @@ class Explorer(ShrinkingMixin):
                 tier, self._work / tier, self.config.deadline_s, self.config.launch
             )
             runner.deadline_cap = self._deadline_cap
-            runner.hang_signatures = HANG_SIGNATURES  # a known hang ends when recognised
             self.runners[tier] = runner
         return self.runners[tier]
 

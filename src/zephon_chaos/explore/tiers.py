@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from zephon_chaos.explore.known import HANG_SIGNATURES
 from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.scenario import TIERS, Scenario
@@ -49,7 +50,14 @@ def make_runner(
 
     ``launch`` (torchrun tier): ``cli`` runs ``python -m torch.distributed.run`` per launch;
     ``warm`` forks torchrun's agent and workers from a process that imported torch already.
+    Every runner knows the known hangs (``explore.known``): one ends when recognised.
     """
+    runner = _new_runner(tier, root, deadline_s, launch)
+    runner.hang_signatures = HANG_SIGNATURES
+    return runner
+
+
+def _new_runner(tier: str, root: Path, deadline_s: float, launch: str) -> ScenarioRunner:
     if tier == "inproc":
         from zephon_chaos.inproc import inproc_runner
 

@@ -89,7 +89,7 @@ def test_a_run_or_replay_cuts_a_known_hang_short_as_explore_does(
             made.append(self.hang_signatures)
             return ScenarioOutcome(scenario, None)
 
-    monkeypatch.setattr(tiers, "make_runner", lambda *a, **k: Runner())
+    monkeypatch.setattr(tiers, "_new_runner", lambda *a, **k: Runner())
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
         phases=(Phase(2, 1, (CheckpointAt(1),)),),
