@@ -95,6 +95,7 @@ class TorchrunGroup:
         self._attempt = 0
         self._death_watch = DeathWatch(self.registry.pid_dir)
         self._cut: Cut | None = None
+        self._formed_s: float | None = None
 
     # ---- starting -------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
@@ -221,11 +222,33 @@ class TorchrunGroup:
             self.registry.killed_by_us[agent.pid] = sig
 
     def remaining_s(self) -> float:
-        return self.spec.deadline_s - (time.monotonic() - self._started_at)
+        return self._deadline_s() - (time.monotonic() - self._started_at)
+
+    def _forming(self) -> bool:
+        """The spec counts its deadline from a formation not seen yet."""
+        return self.spec.formation is not None and self._formed_s is None
+
+    def _deadline_s(self) -> float:
+        """The deadline from the start as known now: the ceiling while formation is awaited."""
+        formation = self.spec.formation
+        return formation.ceiling_s if formation and self._forming() else self.spec.deadline_s
+
+    def _look_for_formation(self) -> None:
+        """Once the group formed, its deadline counts from then (``LaunchSpec.formation``)."""
+        formation = self.spec.formation
+        if formation is None or not self._forming() or not formation.formed():
+            return
+        self._formed_s = time.monotonic() - self._started_at
+        later = max(self.spec.deadline_s, self._formed_s + formation.after_s)
+        self.spec = replace(self.spec, deadline_s=min(formation.ceiling_s, later))
 
     def deadline_in(self, seconds: float) -> None:
         """Move the deadline to ``seconds`` from now (after a logical event, say)."""
-        self.spec = replace(self.spec, deadline_s=time.monotonic() - self._started_at + seconds)
+        self.spec = replace(
+            self.spec,
+            deadline_s=time.monotonic() - self._started_at + seconds,
+            formation=None,
+        )
 
     @property
     def result(self) -> GroupResult | None:
@@ -283,20 +306,30 @@ class TorchrunGroup:
         watcher = self._watcher()
         for agent in self.agents:
             while True:
+                self._look_for_formation()
                 remaining = self.remaining_s()
                 if remaining <= 0:
                     return all(a.poll() is not None for a in self.agents)
-                step = remaining if watcher is None else min(remaining, watcher.poll_s)
+                step = min(remaining, *self._poll_intervals(watcher))
                 try:
                     agent.wait(timeout=step)
                     break
                 except subprocess.TimeoutExpired:
                     if watcher is None or step >= remaining:
-                        return False
+                        continue  # the loop's head ends it at the deadline
                     self._cut = watcher.poll()
                     if self._cut is not None:
                         return False
         return True
+
+    def _poll_intervals(self, watcher: HangWatcher | None) -> list[float]:
+        """How often the wait must look up from the agents: for the hang watch, and for the
+        group's formation while it is awaited (none: one wait to the deadline)."""
+        formation = self.spec.formation
+        intervals = [] if watcher is None else [watcher.poll_s]
+        if formation is not None and self._forming():
+            intervals.append(formation.poll_s)
+        return intervals or [float("inf")]
 
     def _static_bind_failed(self) -> bool:
         if self.spec.path != "static" or all(a.returncode == 0 for a in self.agents):
@@ -407,6 +440,7 @@ class TorchrunGroup:
             attempts=self._attempt,
             notes=notes,
             cut_short=None if self._cut is None else self._cut.cut_short,
+            formed_s=self._formed_s,
         )
 
     def _rank_exit(

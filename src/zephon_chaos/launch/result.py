@@ -111,6 +111,9 @@ class GroupResult:
     cut_short: CutShort | None = None
     """Set on a hang ended before its deadline because it was recognised as a known one
     (``timed_out`` is then True as well: every reading of a hang holds)."""
+    formed_s: float | None = None
+    """Seconds from the start until the group formed, where the launch awaited it
+    (``LaunchSpec.formation``); None: not awaited, or it never formed."""
 
     @property
     def ok(self) -> bool:

@@ -13,6 +13,33 @@ if TYPE_CHECKING:
 LaunchPath = Literal["standalone", "static", "c10d"]
 LAUNCH_PATHS: tuple[LaunchPath, ...] = ("standalone", "static", "c10d")
 
+FORMATION_POLL_S = 1.0
+"""How often a group whose formation is awaited looks for it: a cheap look at a few files."""
+
+
+@dataclass(frozen=True)
+class Formation:
+    """A launch's deadline counted from its group's formation, a logical event the caller
+    reads (every rank's first record, say), not from its start.
+
+    How long ranks take to start and form a process group on a loaded machine does not scale
+    with anything measured beforehand; what follows formation does. Until ``formed()`` holds
+    the group has ``ceiling_s``; from then on ``after_s`` more, but never less than the
+    spec's ``deadline_s`` from the start, and never past ``ceiling_s``."""
+
+    formed: Callable[[], bool]
+    after_s: float
+    ceiling_s: float
+    poll_s: float = FORMATION_POLL_S
+
+    def __post_init__(self) -> None:
+        if self.after_s <= 0 or self.ceiling_s <= 0 or self.poll_s <= 0:
+            raise ValueError(
+                "a formation deadline needs positive after_s, ceiling_s and poll_s, got "
+                f"{self.after_s}, {self.ceiling_s}, {self.poll_s}"
+            )
+
+
 LaunchLane = Literal["cli", "warm"]
 """How the harness starts a torchrun group: ``cli`` runs ``python -m torch.distributed.run``
 per launch; ``warm`` forks torchrun's agent and workers from a process that imported torch
@@ -52,6 +79,9 @@ class LaunchSpec:
     hang_watch: HangWatch | None = field(default=None, compare=False)
     """What the group watches for to end a known hang before its deadline
     (``launch.hangwatch``); None: it waits out its deadline. Torchrun groups only."""
+    formation: Formation | None = field(default=None, compare=False)
+    """Count ``deadline_s`` from the group's formation (:class:`Formation`); None: from the
+    start. Torchrun groups only: ranks that are threads form at once."""
 
     def validate(self) -> None:
         if self.path not in LAUNCH_PATHS:
@@ -73,6 +103,11 @@ class LaunchSpec:
             )
         if self.deadline_s <= 0:
             raise ValueError(f"deadline_s must be positive, got {self.deadline_s}")
+        if self.formation is not None and self.formation.ceiling_s < self.deadline_s:
+            raise ValueError(
+                f"the formation ceiling ({self.formation.ceiling_s:.0f}s) is below deadline_s "
+                f"({self.deadline_s:.0f}s): the ceiling bounds the whole launch"
+            )
         if not self.module and not Path(self.entry).is_file():
             raise FileNotFoundError(
                 f"launch entry {str(self.entry)!r} is not a file; pass module=True for a module"

@@ -11,15 +11,17 @@ is pure: typed inputs in, a :class:`Deadline` out, which says why it is what it 
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from pathlib import Path
 
 from zephon_chaos.oracles.faults import failure_bound_s
 from zephon_chaos.scenario import Phase
-from zephon_chaos.workload.records import BEGAN_RECORD, RankRecord
+from zephon_chaos.workload.records import BEGAN_RECORD, RankRecord, record_path
 from zephon_chaos.workload.spec import WorkloadSpec
 
 MARGIN_FACTOR = 3.0
@@ -118,6 +120,26 @@ class Deadline:
     stall_s: float
     ceiling: Ceiling
     """The lowest ceiling; it, not the formula, gave ``seconds`` when lower."""
+    startup_s: float = 0.0
+    """The expected start-up of the launch's first attempt (scaled): the part of
+    ``expected_s`` that its group's formation stands for."""
+
+    @property
+    def after_formation_s(self) -> float | None:
+        """The deadline counted from the group's formation: the formula without its
+        allowance for the first start-up, which the measured formation replaces (None
+        without a formula: the ceiling then)."""
+        if self.formula_s is None:
+            return None
+        return self.formula_s - MARGIN_FACTOR * self.startup_s
+
+    def _terms(self) -> str:
+        terms = f"{MARGIN_FACTOR:g} x expected {self.expected_s:.1f}s"
+        if self.waits:
+            terms += f" + {self.waits} failing wait(s) x {self.bound_s:.1f}s"
+        if self.stall_s:
+            terms += f" + stall {self.stall_s:.1f}s"
+        return terms + f" + {MARGIN_S:g}s = {self.formula_s or 0:.0f}s"
 
     @property
     def limited_by(self) -> CeilingKind | None:
@@ -132,19 +154,21 @@ class Deadline:
             return self
         return replace(self, seconds=ceiling.seconds, ceiling=ceiling)
 
-    def describe(self) -> str:
-        """One line: the deadline and its terms, for a report of a launch that passed it."""
+    def describe(self, formed_s: float | None = None) -> str:
+        """One line: the deadline and its terms, for a report of a launch that passed it
+        (``formed_s``: when its group formed, where the deadline counted from there)."""
+        if formed_s is not None and self.after_formation_s is not None:
+            return (
+                f"deadline: {self.after_formation_s:.0f}s after the group formed "
+                f"(at {formed_s:.1f}s), at most {self.ceiling.seconds:.0f}s "
+                f"({self.ceiling.kind.value}); from the start: {self._terms()}"
+            )
         if self.formula_s is None:
             return (
                 f"deadline {self.seconds:.0f}s: {self.ceiling.kind.value} "
                 "(no measured reference run to derive one from)"
             )
-        terms = f"{MARGIN_FACTOR:g} x expected {self.expected_s:.1f}s"
-        if self.waits:
-            terms += f" + {self.waits} failing wait(s) x {self.bound_s:.1f}s"
-        if self.stall_s:
-            terms += f" + stall {self.stall_s:.1f}s"
-        terms += f" + {MARGIN_S:g}s = {self.formula_s:.0f}s"
+        terms = self._terms()
         limited = self.limited_by
         if limited is None:
             return f"deadline {self.seconds:.0f}s = {terms}"
@@ -203,10 +227,40 @@ def launch_deadline(
     expected = expected_s(reference, plan, load, cores)
     respawn = plan.respawns * (WATCHDOG_POLL_S + reference.pipeline_s)
     formula = MARGIN_FACTOR * (expected + respawn) + waits * bound + plan.stall_s + MARGIN_S
+    startup = reference.startup_s * scale(plan, reference, load, cores)
     return Deadline(
         min(formula, ceiling.seconds), formula, expected + respawn, waits, bound,
-        plan.stall_s, ceiling,
+        plan.stall_s, ceiling, startup,
     )  # fmt: skip
+
+
+def every_rank_began(out_dir: Path, world_size: int) -> Callable[[], bool]:
+    """Whether every rank of a launch writing records under ``out_dir`` wrote its first
+    record of the loop (``BEGAN_RECORD``, written once its process group formed): the
+    logical event a launch's deadline counts from (``LaunchSpec.formation``)."""
+    began: set[int] = set()
+
+    def formed() -> bool:
+        for rank in range(world_size):
+            if rank not in began and _began(record_path(out_dir, rank)):
+                began.add(rank)
+        return len(began) == world_size
+
+    return formed
+
+
+def _began(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        try:
+            if json.loads(line).get("kind") == BEGAN_RECORD:
+                return True
+        except ValueError:  # a line being written
+            continue
+    return False
 
 
 def plan_of(phase: Phase, spec: WorkloadSpec) -> LaunchPlan:

@@ -18,7 +18,7 @@ from typing import Any
 
 from zephon_chaos.diagnostics.stacks import collect_group_stacks
 from zephon_chaos.harness_problem import undescribed_failure
-from zephon_chaos.launch import GroupResult, LaunchSpec, TorchrunGroup
+from zephon_chaos.launch import Formation, GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.launch.hangwatch import HangWatch
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import dp_groups as dp_oracle
@@ -37,6 +37,7 @@ from zephon_chaos.runner.deadlines import (
     Deadline,
     MeasuredReference,
     ReferenceTiming,
+    every_rank_began,
     launch_deadline,
     measure_reference,
     plan_of,
@@ -196,6 +197,7 @@ class ScenarioRunner:
         hosts: int = 1,
         deadline_s: float | None = None,
         watch: HangWatch | None = None,
+        formation: Formation | None = None,
     ) -> GroupResult:
         spec_file = Path(spec.out_dir) / "spec.json"
         spec.write(spec_file)
@@ -212,6 +214,7 @@ class ScenarioRunner:
                 name=name,
                 max_restarts=self._launch_restarts,
                 hang_watch=watch,
+                formation=formation,
             )
         )
 
@@ -266,7 +269,7 @@ class ScenarioRunner:
                     timeout_s = spec.pipeline.aggregate_timeout_s
                     stored = StoreFaultLaunch(phase.store_faults[0], store_host, timeout_s)
                     spec = stored.prepare(spec)
-                    watching.enter_context(stored.watching(deadline.seconds))
+                    watching.enter_context(stored.watching(deadline.ceiling.seconds))
                 if phase.max_restarts:
                     spec = replace(spec, resume_on_restart=True)
                 self._launch_restarts = phase.max_restarts
@@ -276,7 +279,9 @@ class ScenarioRunner:
                 rounds = round_fault_launch(phase, spec.pipeline.aggregate_timeout_s)
                 if rounds is not None:
                     spec = rounds.prepare(spec)
-                with rounds.watching(deadline.seconds) if rounds else contextlib.nullcontext():
+                # The fault watchers outlast any deadline the launch may get: they end with it.
+                watch_s = deadline.ceiling.seconds
+                with rounds.watching(watch_s) if rounds else contextlib.nullcontext():
                     result = self._launch(
                         f"s{self._count}-phase{i}",
                         spec,
@@ -285,6 +290,7 @@ class ScenarioRunner:
                         phase.hosts,
                         deadline.seconds,
                         self._hang_watch(LaunchContext(phase, out, stored or faulted), spec),
+                        formation_of(deadline, out, phase.world_size),
                     )
                 passed(result, deadline)
                 watching.close()
@@ -420,7 +426,16 @@ def passed(result: GroupResult, deadline: Deadline) -> None:
     """A launch that passed its deadline says why the deadline was that long, in every
     summary of it (the problems and harness problems that quote one, a finding's evidence)."""
     if result.timed_out:
-        result.notes.append(deadline.describe())
+        result.notes.append(deadline.describe(result.formed_s))
+
+
+def formation_of(deadline: Deadline, out: Path, world_size: int) -> Formation | None:
+    """Count a derived deadline from the launch's group formation (every rank began: its
+    first record), not its start (``runner.deadlines``, "Launch deadlines")."""
+    after = deadline.after_formation_s
+    if after is None or after <= 0:
+        return None
+    return Formation(every_rank_began(out, world_size), after, deadline.ceiling.seconds)
 
 
 def round_fault_launch(phase: Phase, timeout_s: float) -> Any:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
-from zephon_chaos.launch import LAUNCH_PATHS
+from zephon_chaos.launch import LAUNCH_PATHS, Formation, TorchrunGroup
 from zephon_chaos.launch.deathwatch import DeathWatch
 from zephon_chaos.procs import exit_notes
 
@@ -145,14 +145,56 @@ def test_a_hanging_rank_is_killed_at_the_deadline(torchrun_group, allreduce_scri
     assert result.duration_s < 90
 
 
+AFTER_S = 2.0
+
+
+@pytest.mark.parametrize(
+    "forms",
+    [True, pytest.param(False, marks=pytest.mark.slow)],
+    ids=["formed", "never-formed"],
+)
+def test_a_deadline_counted_from_formation_spares_a_group_slow_to_form(
+    torchrun_group, allreduce_script: Path, forms: bool
+) -> None:
+    """A 1 s deadline would end the group before its ranks run; counted from the formation
+    (here: rank 1 reached its hang, a logical event), the group runs AFTER_S past it. A group
+    that never forms gets the ceiling."""
+    holder: list[TorchrunGroup] = []
+
+    def formed() -> bool:
+        return forms and said(holder[0], rank=1, text="rank 1 hangs on purpose")
+
+    ceiling = 90.0 if forms else 8.0
+    spec = torchrun_group.spec(
+        allreduce_script, nproc=2, env={"ALLREDUCE_MISBEHAVE": "1:hang"}, deadline_s=1
+    )
+    group = torchrun_group.spawn_spec(
+        replace(spec, formation=Formation(formed, after_s=AFTER_S, ceiling_s=ceiling))
+    )
+    holder.append(group)
+    result = group.wait()
+    assert result.timed_out and group.registry.survivors() == []
+    if forms:
+        assert result.formed_s is not None, result.summary()
+        assert result.formed_s + AFTER_S <= result.duration_s < ceiling
+    else:
+        assert result.formed_s is None
+        assert result.duration_s >= ceiling
+
+
+def said(group: TorchrunGroup, rank: int, text: str) -> bool:
+    """Whether ``rank`` of ``group`` logged ``text`` on its stdout (its latest attempt)."""
+    logs = sorted((group.workdir / "logs").glob(f"agent0/*/attempt_0/{rank}/stdout.log"))
+    return bool(logs) and text in logs[-1].read_text(errors="replace")
+
+
 def wait_for_text(group, rank: int, text: str, timeout_s: float) -> bool:
     """Wait for a rank to log ``text`` (a logical event), bounded by ``timeout_s``."""
     import time
 
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
-        logs = sorted((group.workdir / "logs").glob(f"agent0/*/attempt_0/{rank}/stdout.log"))
-        if logs and text in logs[-1].read_text(errors="replace"):
+        if said(group, rank, text):
             return True
         time.sleep(0.05)
     return False

@@ -20,12 +20,13 @@ from zephon_chaos.runner.deadlines import (
     Deadline,
     LaunchPlan,
     ReferenceTiming,
+    every_rank_began,
     launch_deadline,
     measure_reference,
     plan_of,
 )
 from zephon_chaos.scenario import Phase, ProxyFault, StoreFault
-from zephon_chaos.workload.records import BEGAN_RECORD, RecordWriter, read_phase
+from zephon_chaos.workload.records import BEGAN_RECORD, RecordWriter, read_phase, record_path
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankLag, WorkloadSpec
 
 FLAT = (Ceiling(CeilingKind.FLAT, 120.0),)
@@ -199,3 +200,36 @@ def test_a_rank_whose_data_ran_out_before_its_first_batch_is_measured_by_that_ne
 def test_a_reference_with_a_rank_that_never_began_is_not_measured(tmp_path: Path) -> None:
     _rank(tmp_path, 0, 104.0, [106.0], [0])
     assert measure_reference(read_phase(tmp_path, 2), 100.0, 110.0) is None
+
+
+def test_counted_from_formation_the_deadline_drops_only_the_first_start_up() -> None:
+    """Formation stands for the first attempt's start-up: the rest of the formula stays."""
+    plan = LaunchPlan(ranks=4, steps=4, rounds=1, timeout_s=T, restarts=1)
+    deadline = deadline_of(plan)
+    startup = 5.0 * 2.0  # 4 ranks on 2 cores against the reference's 2
+    assert deadline.startup_s == pytest.approx(startup)
+    assert deadline.formula_s is not None
+    assert deadline.after_formation_s == pytest.approx(
+        deadline.formula_s - MARGIN_FACTOR * startup
+    )
+    said = deadline.describe(formed_s=42.0)
+    assert f"{deadline.after_formation_s:.0f}s after the group formed (at 42.0s)" in said
+    unmeasured = launch_deadline(None, plan, FLAT)
+    assert unmeasured.after_formation_s is None
+
+
+def test_a_launch_formed_once_every_rank_wrote_that_it_began(tmp_path: Path) -> None:
+    formed = every_rank_began(tmp_path, 2)
+    assert not formed()  # no records yet
+    _rank(tmp_path, 0, 104.0, [], [0])
+    assert not formed()
+    rank1 = RecordWriter(tmp_path, 1)
+    rank1.write("placement", rank=1)
+    rank1.close()
+    assert not formed()  # a record before the loop is not the loop
+    with record_path(tmp_path, 1).open("a") as f:
+        f.write('{"kind": "beg')  # a line still being written
+        f.flush()
+        assert not formed()
+        f.write('an", "at": 1.0}\n')
+    assert formed()

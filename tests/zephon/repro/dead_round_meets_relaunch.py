@@ -143,7 +143,7 @@ def dead_leaders(ckpt_path: str, port: int, run_ids: list[str]) -> None:
         rid = str(json.loads(store.get(announcement(run_id)))["round"])
         store.wait([f"zephon/{run_id}-1/{rid}/participants"])  # appended after the shard
         rounds[run_id] = rid
-    print(json.dumps({"dead": rounds}), flush=True)
+    print(json.dumps({"dead": rounds}) + "\n", end="", flush=True)
     sys.stdin.readline()  # killed here; returns only if the parent went away
 
 
@@ -243,7 +243,7 @@ def main() -> None:
 
     taken = on_ranks(take)
     if not all(isinstance(c, dict) for c in taken.values()):
-        print(json.dumps({"launch_a": taken}), flush=True)
+        print(json.dumps({"launch_a": taken}) + "\n", end="", flush=True)
         raise SystemExit(1)
     ckpt0 = taken[0]
     dead_run_ids = [f"{RUN_ID}-{case}" for case in CASES]
@@ -277,7 +277,7 @@ def main() -> None:
             store.delete_key(announcement(dead_run_id))
         line = relaunch(case, run_id, dead_run_id, store, port, ckpt0)
         line["dead_round"] = rounds[dead_run_id]
-        print(json.dumps(line), flush=True)
+        print(json.dumps(line) + "\n", end="", flush=True)
     # The pipelines' finalizers clean up in the store: collect them while it is served.
     gc.collect()
 

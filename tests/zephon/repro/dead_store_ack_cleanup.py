@@ -251,7 +251,7 @@ def main() -> int:
     timeout_s = float(os.environ.get("DEAD_STORE_TIMEOUT_S", "1"))
     register_kv_store(SCHEME, open_observed)
     for world in WORLDS:
-        print(json.dumps(one_world(world, timeout_s)), flush=True)
+        print(json.dumps(one_world(world, timeout_s)) + "\n", end="", flush=True)
     return 0
 
 

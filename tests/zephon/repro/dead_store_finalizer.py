@@ -165,7 +165,7 @@ def one_case(kill_store: bool, timeout_s: float) -> dict[str, Any]:
 def main() -> None:
     timeout_s = float(os.environ.get("DEAD_STORE_TIMEOUT_S", "2"))
     for kill_store in (False, True):
-        print(json.dumps(one_case(kill_store, timeout_s)), flush=True)
+        print(json.dumps(one_case(kill_store, timeout_s)) + "\n", end="", flush=True)
 
 
 if __name__ == "__main__":

@@ -196,7 +196,7 @@ def main() -> int:
     for r, t in enumerate(threads):
         if t.is_alive():
             attempts[r].append(f"script: no answer within {JOIN_S * (ATTEMPTS + 1):.0f} s")
-        print(json.dumps({"rank": r, "attempts": attempts[r]}), flush=True)
+        print(json.dumps({"rank": r, "attempts": attempts[r]}) + "\n", end="", flush=True)
     return 0
 
 

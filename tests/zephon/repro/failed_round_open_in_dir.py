@@ -151,7 +151,7 @@ def run_case(
     a = {r: "ok" if isinstance(c, dict) else c for r, c in taken.items()}
     line: dict[str, Any] = {"case": case, "a": a}
     if a != {r: "ok" for r in range(WORLD)}:
-        print(json.dumps(line), flush=True)
+        print(json.dumps(line) + "\n", end="", flush=True)
         return
     ckpt0 = taken[0]
 
@@ -170,7 +170,7 @@ def run_case(
     line["c_follower_s"] = round(time.monotonic() - start, 2)
     for it in iters:
         it.close()
-    print(json.dumps(line), flush=True)
+    print(json.dumps(line) + "\n", end="", flush=True)
 
 
 def main() -> None:

@@ -81,7 +81,11 @@ def main() -> int:
     else:
         late = attempt(pipe)
         dist.barrier()
-    print(json.dumps({"rank": rank, "lanes": lanes, "on_time": on_time, "late": late}), flush=True)
+    print(
+        json.dumps({"rank": rank, "lanes": lanes, "on_time": on_time, "late": late}) + "\n",
+        end="",
+        flush=True,
+    )
     it.close()
     dist.destroy_process_group()
     return 0

@@ -45,10 +45,11 @@ def run_script(
             *("--log-dir", str(logs), "--tee", "2"),
         ]
     full_env = {**os.environ, **registry.env(), "TMPDIR": str(work), **(env or {})}
-    # The ranks of a torchrun script share one stdout pipe. Unbuffered (tox sets
-    # PYTHONUNBUFFERED), print() writes a line and its newline in two calls, so two ranks'
-    # lines can meet as '{...}{...}' (seen in CI); buffered, a flushed line is one write.
-    full_env.pop("PYTHONUNBUFFERED", None)
+    # The ranks of a torchrun script share one stdout pipe, and torchrun starts them with
+    # ``python -u``: there print(line) writes the line and its newline in two calls, so two
+    # ranks' lines could meet as '{...}{...}' (seen in CI). The scripts therefore print each
+    # JSON line with its newline in one write (``print(text + "\n", end="")``), which a
+    # pipe keeps whole (under PIPE_BUF).
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,

@@ -70,7 +70,7 @@ def report(case: str, ckpt: dict[str, Any], warned: bool, restored: Any = None) 
         "warned": warned,
         "unchanged": None if restored is None else ckpt == restored,
     }
-    print(json.dumps(line), flush=True)
+    print(json.dumps(line) + "\n", end="", flush=True)
 
 
 def drawn(pipe: Any, batches: int) -> Any:

@@ -83,7 +83,7 @@ def main() -> int:
         else:
             dist.barrier()
             rounds.append(attempt(pipe))
-    print(json.dumps({"rank": rank, "rounds": rounds}), flush=True)
+    print(json.dumps({"rank": rank, "rounds": rounds}) + "\n", end="", flush=True)
     it.close()
     dist.destroy_process_group()
     return 0

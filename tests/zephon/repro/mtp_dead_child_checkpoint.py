@@ -158,7 +158,7 @@ def report(
         "iteration_error": errors[0],
         "checkpoint_error": errors[1],
     }
-    print(json.dumps(line), flush=True)
+    print(json.dumps(line) + "\n", end="", flush=True)
 
 
 def group_case() -> None:

@@ -99,7 +99,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     for case in CASES:
-        print(json.dumps(run(case, rank, world)), flush=True)
+        print(json.dumps(run(case, rank, world)) + "\n", end="", flush=True)
         dist.barrier()
     dist.destroy_process_group()
 

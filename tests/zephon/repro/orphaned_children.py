@@ -98,7 +98,7 @@ def pipeline_process(case: str, end: str) -> None:
     it = iter(pipe)
     for _ in range(4):
         next(it)
-    print(json.dumps(descendants(os.getpid())), flush=True)
+    print(json.dumps(descendants(os.getpid())) + "\n", end="", flush=True)
     if end != "exit":
         os.kill(os.getpid(), getattr(signal, end.upper()))
     it.close()
@@ -127,7 +127,7 @@ def main() -> None:
         return
     for case in CASES:
         for end in ENDS:
-            print(json.dumps(one(case, end)), flush=True)
+            print(json.dumps(one(case, end)) + "\n", end="", flush=True)
 
 
 if __name__ == "__main__":

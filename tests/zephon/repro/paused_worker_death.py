@@ -191,7 +191,7 @@ def main() -> None:
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:
         sys.exit(f"usage: {sys.argv[0]} {{{'|'.join(CASES)}}}")
     line = run(sys.argv[1])
-    print(json.dumps(line), flush=True)
+    print(json.dumps(line) + "\n", end="", flush=True)
     if line["closed_s"] is None:
         for pid in children():
             os.kill(pid, signal.SIGKILL)

@@ -92,6 +92,9 @@ def main() -> int:
                     **calls,
                 }
             )
+            + "\n",
+            end="",
+            flush=True,
         )
     finally:
         os.kill(server.pid, signal.SIGCONT)

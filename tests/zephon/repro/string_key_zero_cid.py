@@ -131,13 +131,27 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as agg:
             options = {"aggregate_dir": agg, "aggregate_serializer": serializer}
             keys, restore = take_and_restore(2, options, unchanged)
-        print(json.dumps({"case": f"serializer-{serializer}", "keys": keys, "restore": restore}))
+        print(
+            json.dumps({"case": f"serializer-{serializer}", "keys": keys, "restore": restore})
+            + "\n",
+            end="",
+            flush=True,
+        )
     for name, persist in (("pickle", pickled), ("plain-json", plain_json)):
         keys, restore = take_and_restore(1, {}, persist)
-        print(json.dumps({"case": f"persist-{name}", "keys": keys, "restore": restore}))
+        print(
+            json.dumps({"case": f"persist-{name}", "keys": keys, "restore": restore}) + "\n",
+            end="",
+            flush=True,
+        )
     # Control: string keys are accepted once every lane has drawn a chunk (one batch each).
     keys, restore = take_and_restore(1, {}, plain_json, batches=CANONICAL_REPLICAS)
-    print(json.dumps({"case": "persist-plain-json-after-a-step", "keys": keys, "restore": restore}))
+    print(
+        json.dumps({"case": "persist-plain-json-after-a-step", "keys": keys, "restore": restore})
+        + "\n",
+        end="",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":
