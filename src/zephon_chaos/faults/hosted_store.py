@@ -25,6 +25,7 @@ from typing import Any
 
 from zephon_chaos.faults.control import InterposerControl
 from zephon_chaos.faults.interposer import read_events
+from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.launch.store_process import StoreAction, StoreEvent, StoreProcess
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
@@ -53,7 +54,7 @@ def writer_of(point: str) -> int:
 
 
 @dataclass
-class StoreFaultLaunch:
+class StoreFaultLaunch(LaunchFault):
     """One launch with a hosted-store fault: its trigger, watcher, evidence, verdict."""
 
     fault: Any
@@ -193,6 +194,11 @@ class StoreFaultLaunch:
         self.verdict.evidence[:0] = self.evidence
         problems += [p.in_phase(run.index) for p in self.verdict.problems]
         return problems
+
+    def ends(self, run: Any) -> bool:
+        """A failed launch was the store fault's doing: the next launch runs against the
+        same store (restarted if killed) from the last checkpoint that survived."""
+        return not run.result.ok
 
     def stalled_s(self) -> float:
         """How long the store stayed stopped (0 without a SIGSTOP)."""

@@ -27,10 +27,11 @@ import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from zephon_chaos.faults.control import InterposerControl
 from zephon_chaos.faults.interposer import read_events
+from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.faults.process import ProcessFaultError, StopEvidence, wait_stopped
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
@@ -78,8 +79,10 @@ class Continued:
 
 
 @dataclass
-class RoundFaultLaunch:
+class RoundFaultLaunch(LaunchFault):
     """One launch with a round-point rank fault: its trigger, stop watcher, evidence, verdict."""
+
+    judges_rank_faults: ClassVar[bool] = True
 
     fault: RankFault
     timeout_s: float
@@ -220,3 +223,7 @@ class RoundFaultLaunch:
         self.verdict.evidence[:0] = self.evidence
         problems += [p.in_phase(run.index) for p in self.verdict.problems]
         return problems
+
+    def ends(self, run: Any) -> bool:
+        """A failed launch was the fault's doing (its round, or the rank it ended)."""
+        return not run.result.ok

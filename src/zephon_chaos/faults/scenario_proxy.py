@@ -34,6 +34,7 @@ from typing import Any
 
 from zephon_chaos.errors import InvalidInput
 from zephon_chaos.faults.interposer import read_events
+from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
 from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
 from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
@@ -97,44 +98,39 @@ def triggers_for(faults: tuple[Any, ...]) -> tuple[PhaseTrigger, ...]:
 
 
 @dataclass
-class FaultedLaunch:
-    """What one proxy-faulted launch had: its proxies (for evidence) and its faults."""
+class FaultedLaunch(LaunchFault):
+    """One proxy-faulted launch, the driver of its link faults: its proxies (made by
+    ``prepare``), its faults, their evidence and verdicts."""
 
     faults: tuple[Any, ...]
-    proxies: StoreProxies
+    proxies: StoreProxies | None = None
+    world_size: int = 0
+    session: ProxyFaultSession | None = field(default=None, repr=False)
     evidence: list[str] = field(default_factory=list)
     verdict: fault_oracle.FaultVerdict | None = None
     healing: healing_oracle.HealVerdict | None = None
     """The verdict on the next call after a healed fault (None: no fault of it heals)."""
 
+    def deadline_ceiling_s(self, spec: WorkloadSpec) -> float | None:
+        """A stalling toxic's short deadline (:func:`stall_deadline_s`), or None."""
+        return stall_deadline_s(self.faults, spec.pipeline.aggregate_timeout_s)
 
-class ProxyFaultSession:
-    """One Toxiproxy server for a scenario's proxy-faulted phases; ``close`` stops it."""
-
-    def __init__(self) -> None:
-        self._stack = contextlib.ExitStack()
-        self.server: ToxiproxyServer = self._stack.enter_context(start_server())
-        self.client = ToxiproxyClient(self.server.url, timeout_s=10.0)
-        self._stack.callback(self.client.close)
-        self.launches: list[FaultedLaunch] = []
-
-    def prepare(
-        self, spec: WorkloadSpec, faults: tuple[Any, ...], world_size: int
-    ) -> tuple[WorkloadSpec, FaultedLaunch]:
+    def prepare(self, spec: WorkloadSpec) -> WorkloadSpec:
         """The spec of a proxy-faulted launch: per-rank proxies, start toxics, triggers."""
         if spec.pipeline.aggregation not in PROXIED_AGGREGATIONS:
             raise ProxyFaultError(
                 "proxy faults act on the link to the aggregation store: they need aggregation "
                 f"'store' or 'store_explicit', not {spec.pipeline.aggregation!r}"
             )
-        for i, fault in enumerate(faults):
-            if not 0 <= fault.rank < world_size:
+        for i, fault in enumerate(self.faults):
+            if not 0 <= fault.rank < self.world_size:
                 raise ProxyFaultError(f"proxy_faults[{i}].rank {fault.rank} is not a rank")
-        steady = any(f.heals and f.toxic == DOWN for f in faults)  # enabled again: see there
-        proxies = StoreProxies(self.client, world_size, steady_ports=steady)
-        launch = FaultedLaunch(faults, proxies)
-        self.launches.append(launch)
-        for fault in faults:
+        session = self.session
+        assert session is not None, "a launch made by ProxyFaultSession.launch()"
+        steady = any(f.heals and f.toxic == DOWN for f in self.faults)  # enabled again: see there
+        self.proxies = proxies = StoreProxies(session.client, self.world_size, steady_ports=steady)
+        session.launches.append(self)
+        for fault in self.faults:
             if parse_at(fault.at)[0] != "start":
                 continue
             if fault.toxic == DOWN:
@@ -143,18 +139,30 @@ class ProxyFaultSession:
                 proxies.add_toxic(
                     fault.rank, fault.toxic, stream=fault.stream, attributes=dict(fault.attributes)
                 )
-        spec = replace(
+        return replace(
             spec,
             **proxies.spec_fields(),
-            triggers=spec.triggers + triggers_for(faults),
+            triggers=spec.triggers + triggers_for(self.faults),
         )
-        return spec, launch
 
-    def judge(self, launch: FaultedLaunch, run: Any) -> list[Problem]:
+    def observe(self, run: Any) -> None:
+        """Per faulted rank, when its link's toxics held data back (latency's delays): the
+        network's share of its calls' time, which the timing oracles do not count; read
+        before the proxies close."""
+        held: dict[int, list[tuple[float, float]]] = {}
+        for rank in sorted({f.rank for f in self.faults}):
+            try:
+                stats = self._proxies.stats(rank)
+            except ProxyApiError:
+                continue
+            held[rank] = [span for t in stats.toxics.values() for span in t.held]
+        run.held = held
+
+    def judge(self, run: Any) -> list[Problem]:
         """Problems of a faulted launch: a fault that did not act, or a verdict's finding."""
         problems: list[Problem] = []
-        for fault in launch.faults:
-            fired = self._fired(launch, fault, run)
+        for fault in self.faults:
+            fired = self._fired(fault, run)
             if fired is None:
                 text = f"proxy fault {fault} left no evidence"
                 problems.append(
@@ -163,56 +171,56 @@ class ProxyFaultSession:
                     )
                 )
             else:
-                launch.evidence.append(fired)
-        phase_faults = [parse_at(f.at) for f in launch.faults]
+                self.evidence.append(fired)
+        phase_faults = [parse_at(f.at) for f in self.faults]
         index = max(0, min(n for _, n in phase_faults) - 1) if phase_faults else 0
-        launch.verdict = fault_oracle.judge(
+        self.verdict = fault_oracle.judge(
             run.records,
             run.result,
             index=index,
             canonical_replicas=run.spec.pipeline.canonical_replicas,
             timeout_s=run.spec.pipeline.aggregate_timeout_s,
-            held=run.held,  # read by the runner before the proxies close
+            held=run.held,  # observed before the proxies closed
         )
-        launch.verdict.evidence[:0] = launch.evidence
-        problems += [p.in_phase(run.index) for p in launch.verdict.problems]
-        if any(f.heals for f in launch.faults) and not (run.result and run.result.timed_out):
-            problems += self._judge_healing(launch, run)
+        self.verdict.evidence[:0] = self.evidence
+        problems += [p.in_phase(run.index) for p in self.verdict.problems]
+        if any(f.heals for f in self.faults) and not (run.result and run.result.timed_out):
+            problems += self._judge_healing(run)
         return problems
 
-    @staticmethod
-    def _judge_healing(launch: FaultedLaunch, run: Any) -> list[Problem]:
+    def ends(self, run: Any) -> bool:
+        """A failed launch was the link faults' doing, unless a rank fault of the launch
+        was there too (judged as the crash it is)."""
+        return not run.result.ok and not run.phase.rank_faults
+
+    def close(self) -> None:
+        if self.proxies is not None:
+            self.proxies.close()
+
+    @property
+    def _proxies(self) -> StoreProxies:
+        assert self.proxies is not None, "prepare() first"
+        return self.proxies
+
+    def _judge_healing(self, run: Any) -> list[Problem]:
         """The heal oracle's verdict, its evidence told with the faulted round's."""
         phase = run.phase
-        launch.healing = healing_oracle.judge(
+        self.healing = healing_oracle.judge(
             run.records,
             canonical_replicas=run.spec.pipeline.canonical_replicas,
             retry=phase.retry,
             late=bool(phase.rank_faults or phase.lags),
         )
-        assert launch.verdict is not None
-        launch.verdict.evidence += launch.healing.evidence
+        assert self.verdict is not None
+        self.verdict.evidence += self.healing.evidence
         if not healing_oracle.heals_of(run.records):
-            launch.verdict.evidence.append(
+            self.verdict.evidence.append(
                 "no rank recorded a heal: the faulted call never returned on its rank (a fault "
                 "that left no evidence is told above)"
             )
-        return [p.in_phase(run.index) for p in launch.healing.problems]
+        return [p.in_phase(run.index) for p in self.healing.problems]
 
-    @staticmethod
-    def held(launch: FaultedLaunch) -> dict[int, list[tuple[float, float]]]:
-        """Per faulted rank, when its link's toxics held data back (latency's delays): the
-        network's share of its calls' time, which the timing oracles do not count."""
-        held: dict[int, list[tuple[float, float]]] = {}
-        for rank in sorted({f.rank for f in launch.faults}):
-            try:
-                stats = launch.proxies.stats(rank)
-            except ProxyApiError:
-                continue
-            held[rank] = [span for t in stats.toxics.values() for span in t.held]
-        return held
-
-    def _fired(self, launch: FaultedLaunch, fault: Any, run: Any) -> str | None:
+    def _fired(self, fault: Any, run: Any) -> str | None:
         phase, n = parse_at(fault.at)
         if phase != "start":
             for event in read_events(run.spec.out_dir, fault.rank):
@@ -220,7 +228,7 @@ class ProxyFaultSession:
                     return f"rank {fault.rank}'s interposer applied {fault.toxic} at {fault.at}"
             return None
         try:
-            stats = launch.proxies.stats(fault.rank)
+            stats = self._proxies.stats(fault.rank)
         except ProxyApiError:
             return None
         if fault.toxic == DOWN:
@@ -230,10 +238,22 @@ class ProxyFaultSession:
             return None
         return f"rank {fault.rank}'s link: {fault.toxic} applied to {applied} connection(s)"
 
-    def finish(self, launch: FaultedLaunch) -> None:
-        launch.proxies.close()
+
+class ProxyFaultSession:
+    """One Toxiproxy server for a scenario's proxy-faulted launches; ``close`` stops it."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self.server: ToxiproxyServer = self._stack.enter_context(start_server())
+        self.client = ToxiproxyClient(self.server.url, timeout_s=10.0)
+        self._stack.callback(self.client.close)
+        self.launches: list[FaultedLaunch] = []
+
+    def launch(self, faults: tuple[Any, ...], world_size: int) -> FaultedLaunch:
+        """The driver of one launch's link faults (its proxies are made by ``prepare``)."""
+        return FaultedLaunch(faults, world_size=world_size, session=self)
 
     def close(self) -> None:
         for launch in self.launches:
-            launch.proxies.close()
+            launch.close()
         self._stack.close()

@@ -284,11 +284,15 @@ def _rank_stores(wspec: WorkloadSpec, world: int, default_store: str) -> list[st
     return out
 
 
-ZEPHON_WAITS = ("zephon/_internal/coordination.py", "zephon/_internal/kvstore.py")
-"""Where Zephon's waits poll in Python (``_wait_until``, ``_wait_value``, the announcement
-wait, ``KVStore.wait``): the only places the tear-down raises in a rank thread."""
-WAIT_DEPTH = 2
-"""How far from the innermost frame the wait loop may be (``time.sleep`` has no frame)."""
+ZEPHON_POLLS = (
+    ("zephon/_internal/coordination.py", "_wait_until"),
+    ("zephon/_internal/coordination.py", "_wait_value"),
+    ("zephon/_internal/coordination.py", "_wait_for_announcement"),
+    ("zephon/_internal/kvstore.py", "wait"),
+)
+"""Zephon's poll loops (file, function), each sleeping between its looks (zephon 0.2.0:
+``_wait_until``, ``_wait_value``, the announcement wait, ``KVStore.wait``): the only places
+the tear-down raises in a rank thread."""
 
 
 @contextlib.contextmanager
@@ -339,13 +343,18 @@ def _tear_down(threads: list[threading.Thread], group: RankGroup) -> None:
 
 
 def _waiting_in_zephon(frame: Any) -> bool:
-    for _ in range(WAIT_DEPTH):
-        if frame is None:
-            return False
-        if frame.f_code.co_filename.endswith(ZEPHON_WAITS):
-            return True
-        frame = frame.f_back
-    return False
+    """The innermost Python frame is one of Zephon's poll loops, which a sleeping rank is in
+    (``time.sleep`` has no frame of its own). A rank inside a store call is not: its C++
+    client may block for good (a connection's validation on a link that delivers nothing),
+    and an exception pending on a thread that never returns to Python kept the whole
+    in-process tier spinning past every deadline (seen in a 15-minute run); it is asked
+    again at the next poll."""
+    if frame is None:
+        return False
+    code = frame.f_code
+    return any(
+        code.co_filename.endswith(path) and code.co_name == name for path, name in ZEPHON_POLLS
+    )
 
 
 def _scheduled(exc: BaseException) -> bool:

@@ -15,8 +15,6 @@ from zephon_chaos.runner.scenario_runner import (
     Launcher,
     ScenarioRunner,
     cli_launcher,
-    round_fault_launch,
-    stall_deadline_s,
     workload_spec,
 )
 
@@ -35,8 +33,6 @@ __all__ = [
     "failed_launch",
     "phase_fate",
     "restarted_attempt",
-    "round_fault_launch",
-    "stall_deadline_s",
     "surviving_checkpoint",
     "workload_spec",
 ]

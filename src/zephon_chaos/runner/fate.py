@@ -7,9 +7,10 @@ returns a :class:`Fate` with the problems found on the way, and the loop acts on
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.harness_problem import HarnessProblem
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner.checks import (
@@ -60,20 +61,12 @@ class PhaseFate:
     harness_problems: list[HarnessProblem] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class LaunchFaults:
-    """The drivers of a launch's faults (``faults.hosted_store``, ``faults.scenario_proxy``,
-    ``faults.round_faults``), each None when the launch has no such fault."""
-
-    stored: Any = None
-    faulted: Any = None
-    proxy_faults: Any = None
-    rounds: Any = None
-
-
-def phase_fate(scenario: Scenario, run: PhaseRun, faults: LaunchFaults) -> PhaseFate:
-    """Judge launch ``run`` of ``scenario``: its faults' judges run in order (each sets
-    ``run.fault``), and the first fate that applies is returned."""
+def phase_fate(
+    scenario: Scenario, run: PhaseRun, faults: Sequence[LaunchFault] = ()
+) -> PhaseFate:
+    """Judge launch ``run`` of ``scenario``: its faults' drivers judge in order (each set
+    as ``run.fault`` and closed once it judged), and the first fate that applies is
+    returned."""
     i, phase, result = run.index, run.phase, run.result
     c = scenario.canonical_replicas(i)
     if phase.expect_failure or phase.dp > c:
@@ -81,23 +74,13 @@ def phase_fate(scenario: Scenario, run: PhaseRun, faults: LaunchFaults) -> Phase
         return PhaseFate(Fate.REFUSED, None, problems, undescribed)
     found: list[Problem] = []
     survivor = run.restore_index
-    if faults.stored is not None:
-        run.fault = faults.stored
-        found += faults.stored.judge(run)
-        if not result.ok:  # the next launch runs against the same store, restarted if killed
+    for fault in faults:
+        run.fault = fault
+        found += fault.judge(run)
+        fault.close()
+        if fault.ends(run):
             return PhaseFate(Fate.FAULTED, survivor, found)
-    if faults.faulted is not None:
-        run.fault = faults.faulted
-        found += faults.proxy_faults.judge(faults.faulted, run)
-        faults.proxy_faults.finish(faults.faulted)
-        if not result.ok and not phase.rank_faults:
-            return PhaseFate(Fate.FAULTED, survivor, found)
-    if faults.rounds is not None:
-        run.fault = faults.rounds
-        found += faults.rounds.judge(run)
-        if not result.ok:
-            return PhaseFate(Fate.FAULTED, survivor, found)
-    elif phase.rank_faults:
+    if phase.rank_faults and not any(f.judges_rank_faults for f in faults):
         index = scenario.restore_index(i)
         crashed = crash_problems(run, index, c)
         return PhaseFate(Fate.CRASHED, None if crashed else index, found + crashed)

@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from zephon_chaos.diagnostics.stacks import collect_group_stacks
+from zephon_chaos.faults.launch_faults import launch_faults
+from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.harness_problem import undescribed_failure
 from zephon_chaos.launch import Formation, GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.launch.hangwatch import HangWatch
@@ -42,7 +44,7 @@ from zephon_chaos.runner.deadlines import (
     measure_reference,
     plan_of,
 )
-from zephon_chaos.runner.fate import Fate, LaunchFaults, phase_fate
+from zephon_chaos.runner.fate import Fate, phase_fate
 from zephon_chaos.runner.hangs import HangSignature, LaunchContext, hang_watch, quiet_period_s
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.relaunches import Relaunches
@@ -149,14 +151,20 @@ class ScenarioRunner:
         return self._capped(Deadline(flat.seconds, None, 0.0, 0, 0.0, 0.0, flat))
 
     def _phase_deadline(
-        self, phase: Phase, spec: WorkloadSpec, reference: ReferenceTiming | None
+        self,
+        phase: Phase,
+        spec: WorkloadSpec,
+        reference: ReferenceTiming | None,
+        faults: Sequence[LaunchFault] = (),
     ) -> Deadline:
         """What the launch of ``phase`` should take, from the reference's timing, its
-        faults' bounds and a margin, under the flat deadline (``runner.deadlines``)."""
+        faults' bounds and a margin, under the flat deadline and any deadline its faults
+        impose (``runner.deadlines``)."""
         ceilings = [Ceiling(CeilingKind.FLAT, self.deadline_s)]
-        stall = stall_deadline_s(phase.proxy_faults, spec) if phase.proxy_faults else None
-        if stall is not None:
-            ceilings.append(Ceiling(CeilingKind.STALL, stall))
+        for fault in faults:
+            own = fault.deadline_ceiling_s(spec)
+            if own is not None:
+                ceilings.append(Ceiling(CeilingKind.STALL, own))
         plan = plan_of(phase, spec)
         return self._capped(launch_deadline(reference, plan, ceilings, os.getloadavg()[0]))
 
@@ -235,9 +243,14 @@ class ScenarioRunner:
             return outcome
         reference = measured.records
         track = Resume()
-        watching = contextlib.ExitStack()  # a hosted-store fault's watcher, per launch
         store_host = None
         proxy_faults = None
+
+        def proxy_session() -> Any:
+            """The scenario's Toxiproxy session, opened for its first link-faulted launch."""
+            nonlocal proxy_faults
+            proxy_faults = proxy_faults or self.open_proxy_faults()
+            return proxy_faults
         world = Relaunches(scenario.deployment, work / "aggregate")
         try:
             for i, phase in enumerate(scenario.phases):
@@ -260,28 +273,19 @@ class ScenarioRunner:
                     spec = replace(spec, store_uri=f"torch://{store_host.endpoint}")
                     world.use_store(store_host.endpoint)
                 met = world.before_launch(spec, i)
-                deadline = self._phase_deadline(phase, spec, measured.timing)
-                faulted = None
-                stored = None
-                if phase.store_faults:
-                    from zephon_chaos.faults.hosted_store import StoreFaultLaunch
-
-                    timeout_s = spec.pipeline.aggregate_timeout_s
-                    stored = StoreFaultLaunch(phase.store_faults[0], store_host, timeout_s)
-                    spec = stored.prepare(spec)
-                    watching.enter_context(stored.watching(deadline.ceiling.seconds))
+                faults = launch_faults(phase, spec, store_host, proxy_session)
+                deadline = self._phase_deadline(phase, spec, measured.timing, faults)
+                for fault in faults:
+                    spec = fault.prepare(spec)
                 if phase.max_restarts:
                     spec = replace(spec, resume_on_restart=True)
                 self._launch_restarts = phase.max_restarts
-                if phase.proxy_faults:
-                    proxy_faults = proxy_faults or self.open_proxy_faults()
-                    spec, faulted = proxy_faults.prepare(spec, phase.proxy_faults, phase.world_size)
-                rounds = round_fault_launch(phase, spec.pipeline.aggregate_timeout_s)
-                if rounds is not None:
-                    spec = rounds.prepare(spec)
-                # The fault watchers outlast any deadline the launch may get: they end with it.
-                watch_s = deadline.ceiling.seconds
-                with rounds.watching(watch_s) if rounds else contextlib.nullcontext():
+                context = LaunchContext(phase, out, next(iter(faults), None))
+                with contextlib.ExitStack() as acting:
+                    # The fault watchers outlast any deadline the launch may get: they end
+                    # with it.
+                    for fault in faults:
+                        acting.enter_context(fault.watching(deadline.ceiling.seconds))
                     result = self._launch(
                         f"s{self._count}-phase{i}",
                         spec,
@@ -289,11 +293,10 @@ class ScenarioRunner:
                         phase.launch,
                         phase.hosts,
                         deadline.seconds,
-                        self._hang_watch(LaunchContext(phase, out, stored or faulted), spec),
+                        self._hang_watch(context, spec),
                         formation_of(deadline, out, phase.world_size),
                     )
                 passed(result, deadline)
-                watching.close()
                 self._launch_restarts = 0
                 if world.place is not None and i < len(scenario.phases) - 1:
                     self.finish_launch()  # Zephon's teardown done before the next one looks
@@ -304,11 +307,13 @@ class ScenarioRunner:
                     # its own records (a round-point fault's round too) and kept up to the
                     # checkpoint the next resumed; the attempt the fault spared is judged as
                     # the launch from here on, with what it met of the dead attempts' rounds.
+                    rounds = next((f for f in faults if f.judges_rank_faults), None)
                     restarted = restarted_attempt(scenario, i, spec, result, track, outcome, rounds)
                 if restarted is not None:
                     out, spec, track = restarted.out, restarted.spec, restarted.track
                     met = replace(met, round=restarted.met, cleared=False)
-                    phase, rounds = replace(phase, rank_faults=()), None
+                    phase = replace(phase, rank_faults=())
+                    faults = tuple(f for f in faults if not f.judges_rank_faults)
                 launched = read_phase(out, phase.world_size)
                 never = group_never_formed(f"phase {i}", result, launched)
                 if never is not None:  # it tested nothing: the scenario ends without a verdict
@@ -326,8 +331,8 @@ class ScenarioRunner:
                 run = PhaseRun(i, phase, spec, result, records, cps, deadline=deadline)
                 run.met_round, run.cleared_round = met.round, met.cleared
                 outcome.harness_problems += met.problems
-                if faulted is not None:
-                    run.held = proxy_faults.held(faulted)
+                for fault in faults:
+                    fault.observe(run)
                 outcome.phases.append(run)
                 if restarted is not None and restarted.failed is not None:
                     outcome.problems.append(restarted.failed)  # torchrun restarted it too
@@ -337,9 +342,7 @@ class ScenarioRunner:
                 run.policy = policy_oracle.judge_run(run)
                 outcome.problems += run.policy.found()
                 verify_run(self._verification, scenario, run, reference, outcome)
-                judged = phase_fate(
-                    scenario, run, LaunchFaults(stored, faulted, proxy_faults, rounds)
-                )
+                judged = phase_fate(scenario, run, faults)
                 outcome.problems += judged.problems
                 outcome.harness_problems += judged.harness_problems + child_fault_gaps(run)
                 if judged.fate is Fate.REFUSED:
@@ -355,7 +358,6 @@ class ScenarioRunner:
                 if judged.keep is not None:
                     track = track.keep(run, judged.keep)
         finally:
-            watching.close()
             if store_host is not None:
                 self.close_store(store_host)
             if proxy_faults is not None:
@@ -437,20 +439,3 @@ def formation_of(deadline: Deadline, out: Path, world_size: int) -> Formation | 
         return None
     return Formation(every_rank_began(out, world_size), after, deadline.ceiling.seconds)
 
-
-def round_fault_launch(phase: Phase, timeout_s: float) -> Any:
-    """The launch's round-point rank fault, ready to run (``faults.round_faults``), or None."""
-    fault = next((f for f in phase.rank_faults if f.at_round), None)
-    if fault is None:
-        return None
-    from zephon_chaos.faults.round_faults import RoundFaultLaunch
-
-    return RoundFaultLaunch(fault, timeout_s)
-
-
-def stall_deadline_s(faults: Any, spec: WorkloadSpec) -> float | None:
-    """A short deadline for a launch whose link a ``timeout`` toxic stalls (a known Zephon
-    defect blocks its store calls for good): ``faults.scenario_proxy.stall_deadline_s``."""
-    from zephon_chaos.faults.scenario_proxy import stall_deadline_s as deadline_of
-
-    return deadline_of(faults, spec.pipeline.aggregate_timeout_s)

@@ -258,26 +258,31 @@ def test_a_rank_waiting_on_a_peer_that_failed_is_torn_down_as_torchrun_would(
     assert rank0.error is not None and rank0.error.startswith("GroupTornDown"), rank0.error
 
 
-def _frames(*files: str) -> object:
-    """A stack of fake frames, innermost first."""
+def _frames(*calls: tuple[str, str]) -> object:
+    """A stack of fake frames, innermost first: (file, function) each."""
     from types import SimpleNamespace
 
     frame = None
-    for name in reversed(files):
-        frame = SimpleNamespace(f_code=SimpleNamespace(co_filename=name), f_back=frame)
+    for path, name in reversed(calls):
+        code = SimpleNamespace(co_filename=path, co_name=name)
+        frame = SimpleNamespace(f_code=code, f_back=frame)
     return frame
+
+
+ZEPHON = "/x/zephon/_internal/"
 
 
 @pytest.mark.parametrize(
     ("stack", "torn_down"),
     [
-        (("/x/zephon/_internal/coordination.py", "/x/zephon/_internal/engine.py"), True),
-        (("/x/zephon/_internal/kvstore.py", "/x/zephon/_internal/coordination.py"), True),
-        (("/x/filelock/_core/_acquire.py", "/x/zephon/_internal/io/catalog/handle.py"), False),
-        (("/x/threading.py", "/x/zephon/_internal/engine.py"), False),
+        (((ZEPHON + "coordination.py", "_wait_until"), (ZEPHON + "engine.py", "merge")), True),
+        (((ZEPHON + "kvstore.py", "wait"), (ZEPHON + "coordination.py", "_wait_for_acks")), True),
+        (((ZEPHON + "kvstore.py", "_client"), (ZEPHON + "kvstore.py", "_call")), False),
+        ((("/x/filelock/_core/_acquire.py", "acquire"), (ZEPHON + "io/handle.py", "open")), False),
+        ((("/x/threading.py", "start"), (ZEPHON + "engine.py", "start")), False),
         ((), False),
     ],
-    ids=["round-wait", "store-wait", "file-lock", "thread-start", "no-frame"],
+    ids=["round-wait", "store-wait", "store-connect", "file-lock", "thread-start", "no-frame"],
 )
 def test_the_tear_down_raises_only_in_a_rank_waiting_in_zephon(
     stack: tuple[str, ...], torn_down: bool

@@ -7,14 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
 from zephon_chaos.oracles.policies import PolicyVerdict
-from zephon_chaos.problem import Area, Kind
+from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import Fate, PhaseRun, phase_fate
-from zephon_chaos.runner.fate import LaunchFaults
 from zephon_chaos.scenario import Phase, Scenario
-from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankLag, WorkloadSpec
+from zephon_chaos.workload.spec import (
+    CheckpointAt,
+    PipelineSpec,
+    RankFault,
+    RankLag,
+    WorkloadSpec,
+)
 
 
 def completed(index: int) -> CheckpointFacts:
@@ -71,7 +77,7 @@ def test_a_launch_has_one_fate_and_hands_on_what_survived(
     problem: tuple[Area, str] | None,
 ) -> None:
     run = launch(tmp_path, phases[index], ok, taken, index)
-    judged = phase_fate(scenario(*phases), run, LaunchFaults())
+    judged = phase_fate(scenario(*phases), run)
     assert (judged.fate, judged.keep) == (fate, keep)
     assert [(p.area, p.kind) for p in judged.problems] == ([problem] if problem else [])
     assert all(p.phase == index for p in judged.problems)
@@ -96,6 +102,53 @@ def test_free_running_ranks_with_no_checkpoint_alike_hand_on_what_they_restored(
     free = replace(
         TWO, retry="independent", sync="free", lags=(RankLag(1, checkpoint=0, by=len(taken) // 2),)
     )
-    judged = phase_fate(scenario(free, TWO), launch(tmp_path, free, True, taken), LaunchFaults())
+    judged = phase_fate(scenario(free, TWO), launch(tmp_path, free, True, taken))
     assert (judged.fate, judged.keep, judged.problems) == (Fate.DRIFTED, None, [])
     assert not judged.fate.cut_short
+
+
+class ToyFault(LaunchFault):
+    """A driver of no real kind: the fate judges it through the protocol alone."""
+
+    def __init__(self, ending: bool, rank_faults: bool = False) -> None:
+        self.ending = ending
+        self.judges_rank_faults = rank_faults  # type: ignore[misc]
+        self.steps: list[str] = []
+
+    def prepare(self, spec: WorkloadSpec) -> WorkloadSpec:
+        return spec
+
+    def judge(self, run: PhaseRun) -> list[Problem]:
+        self.steps.append("judge")
+        return [Problem(Area.FAULT, Kind.NO_EVIDENCE, "toy", run.index)]
+
+    def ends(self, run: PhaseRun) -> bool:
+        return self.ending
+
+    def close(self) -> None:
+        self.steps.append("close")
+
+
+@pytest.mark.parametrize("ending", [True, False], ids=["ends-the-launch", "leaves-it"])
+def test_the_fate_judges_any_driver_through_the_fault_protocol(
+    tmp_path: Path, ending: bool
+) -> None:
+    """Each driver judges, is closed, and, where it ended the failed launch, the next
+    restores the last surviving checkpoint; later drivers are not asked."""
+    first, second = ToyFault(ending), ToyFault(False)
+    run = launch(tmp_path, TWO, False, [completed(0)])
+    judged = phase_fate(scenario(TWO, TWO), run, (first, second))
+    assert first.steps == ["judge", "close"]
+    assert second.steps == ([] if ending else ["judge", "close"])
+    assert run.fault is (first if ending else second)
+    assert judged.fate is (Fate.FAULTED if ending else Fate.FAILED)
+    assert judged.keep == (0 if ending else None)
+    assert judged.problems[0].text == "toy"
+
+
+@pytest.mark.parametrize("covered", [True, False], ids=["driver-judges-them", "crash"])
+def test_a_rank_fault_no_driver_judges_is_a_crash(tmp_path: Path, covered: bool) -> None:
+    crashing = replace(TWO, rank_faults=(RankFault(1, 1, "raise"),))
+    run = launch(tmp_path, crashing, True, [completed(0), completed(1)])
+    judged = phase_fate(scenario(crashing, TWO), run, (ToyFault(False, rank_faults=covered),))
+    assert (judged.fate is Fate.CRASHED) != covered
