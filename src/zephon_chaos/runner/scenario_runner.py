@@ -17,7 +17,6 @@ from types import MappingProxyType
 from typing import Any
 
 from zephon_chaos.diagnostics.stacks import collect_group_stacks
-from zephon_chaos.faults.launch_faults import launch_faults
 from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.harness_problem import undescribed_failure
 from zephon_chaos.launch import Formation, GroupResult, LaunchSpec, TorchrunGroup
@@ -242,6 +241,10 @@ class ScenarioRunner:
         if measured is None:
             return outcome
         reference = measured.records
+        # Imported here: the drivers bring the proxy client (requests) with them, which a
+        # command that runs no scenario must not pay for (tests/unit/commands/test_proxy.py).
+        from zephon_chaos.faults.launch_faults import launch_faults
+
         track = Resume()
         store_host = None
         proxy_faults = None
