@@ -125,6 +125,9 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
         runner="inline" if p.runner == "process" else p.runner,
         mtp_mode=False,
     )
+    if aim.kind is AimKind.LAG and p.canonical_replicas < 2:
+        # A lag needs two DP groups of one rank each (rule lag-tp-peers): C 2 at least.
+        pipeline = replace(pipeline, canonical_replicas=2)
     data = scenario.data
     if aim.kind in (AimKind.RANK, AimKind.RESTART):
         # Finite data drops rank faults: the last launch's length is the data's.
@@ -175,6 +178,10 @@ def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
     if aim.kind is AimKind.HOSTED:
         stall = draws.stall_s if aim.action == "sigstop" else 1.0
         return replace(cleared, store_faults=(StoreFault(aim.action, aim.point, stall),))
+    if cleared.tp > 1:  # TP peers never lag (rule lag-tp-peers): DP groups of one rank
+        world = min(max(2, cleared.world_size // cleared.tp), s.canonical_replicas(i))
+        cleared = replace(cleared, world_size=world, tp=1)
+        rank = min(rank, world - 1)
     return replace(cleared, sync="free", lags=(RankLag(rank, checkpoint=0),))
 
 

@@ -399,6 +399,14 @@ def _sync_violations(s: Scenario, i: int) -> Iterator[Violation]:
             "a launch with a lag has no other fault (one cause, one verdict)",
             Rule.LAG_ALONE,
         )
+    if ph.tp > 1:
+        yield Violation(
+            f"{where}.lags",
+            f"no lag with tp={ph.tp}: the tensor-parallel ranks of a DP group run every "
+            "step together (the model's collectives), so one of them cannot call "
+            "checkpoint() late while its peer draws on; use tp 1",
+            Rule.LAG_TP_PEERS,
+        )
     drifting = [lag for lag in ph.lags if lag.by > 0]
     if drifting and ph.retry in AGREEING_RETRIES:
         yield Violation(

@@ -98,6 +98,7 @@ class Rule(Enum):
     LAG_DRIFT_NO_AGREEMENT = "lag-drift-no-agreement"
     LAG_INDEPENDENT_COLLECTIVE_SAVE = "lag-independent-collective-save"
     LAG_FITS = "lag-fits"
+    LAG_TP_PEERS = "lag-tp-peers"
 
     # checking: child faults
     CHILD_FAULT_NO_WORKERS = "child-fault-no-workers"

@@ -179,7 +179,9 @@ def _synced(ph: Phase, persist_format: str) -> Phase:
     drift shortened to the checkpoints there are, and none beside an agreeing policy."""
     drift_fits = [_drift_fitted(lag, ph) for lag in ph.lags[:1]]
     lags = [
-        lag for lag in drift_fits if lag_fits(lag, ph) and not (ph.rank_faults or ph.proxy_faults)
+        lag
+        for lag in drift_fits
+        if lag_fits(lag, ph) and not (ph.rank_faults or ph.proxy_faults) and ph.tp == 1
     ]
     if lags and ph.retry in AGREEING_RETRIES:
         lags = [replace(lag, by=0) for lag in lags]

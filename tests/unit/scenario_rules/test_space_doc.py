@@ -105,6 +105,7 @@ REFUSED = {
     "lag-independent-collective-save": _store_pair(
         persist="dcp", sync="free", lags=(RankLag(1),), retry="independent"
     ),
+    "lag-tp-peers": _store_pair(sync="free", lags=(RankLag(1),), retry="independent", tp=2),
     "link-fault-one-rank": Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
         phases=(Phase(1, 2, (CheckpointAt(1),), proxy_faults=(LINK,)),),
