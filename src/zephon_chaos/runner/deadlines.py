@@ -11,7 +11,6 @@ is pure: typed inputs in, a :class:`Deadline` out, which says why it is what it 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from zephon_chaos.oracles.faults import failure_bound_s
 from zephon_chaos.scenario import Phase
-from zephon_chaos.workload.records import BEGAN_RECORD, RankRecord, record_path
+from zephon_chaos.workload.records import BEGAN_RECORD, RankRecord, read_rank
 from zephon_chaos.workload.spec import WorkloadSpec
 
 MARGIN_FACTOR = 3.0
@@ -236,31 +235,17 @@ def launch_deadline(
 
 def every_rank_began(out_dir: Path, world_size: int) -> Callable[[], bool]:
     """Whether every rank of a launch writing records under ``out_dir`` wrote its first
-    record of the loop (``BEGAN_RECORD``, written once its process group formed): the
+    record of the loop (``RankRecord.began``, written once its process group formed): the
     logical event a launch's deadline counts from (``LaunchSpec.formation``)."""
     began: set[int] = set()
 
     def formed() -> bool:
         for rank in range(world_size):
-            if rank not in began and _began(record_path(out_dir, rank)):
+            if rank not in began and read_rank(out_dir, rank).began:
                 began.add(rank)
         return len(began) == world_size
 
     return formed
-
-
-def _began(path: Path) -> bool:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    for line in text.splitlines():
-        try:
-            if json.loads(line).get("kind") == BEGAN_RECORD:
-                return True
-        except ValueError:  # a line being written
-            continue
-    return False
 
 
 def plan_of(phase: Phase, spec: WorkloadSpec) -> LaunchPlan:

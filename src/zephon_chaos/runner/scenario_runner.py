@@ -254,6 +254,7 @@ class ScenarioRunner:
             nonlocal proxy_faults
             proxy_faults = proxy_faults or self.open_proxy_faults()
             return proxy_faults
+
         world = Relaunches(scenario.deployment, work / "aggregate")
         try:
             for i, phase in enumerate(scenario.phases):
