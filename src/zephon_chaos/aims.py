@@ -21,6 +21,7 @@ from zephon_chaos.scenario_rules import laid_out_tp
 from zephon_chaos.workload.spec import (
     AT_STEP,
     COLLECTIVE_FORMATS,
+    NEVER,
     CheckpointAt,
     ChildFault,
     RankFault,
@@ -71,7 +72,8 @@ tp > 1 launches whose DP differs rarely (none in an 8-minute downstream run)."""
 @dataclass(frozen=True)
 class Aim:
     """One fault cell to land in: ``action`` is a rank fault's action, a toxic, or a hosted
-    store's action (unused for a lag); ``point`` a round point, ``start`` or ``step``."""
+    store's action (unused for a lag); ``point`` a round point, ``start`` or ``step``;
+    ``until``: when a link fault ends (``ProxyFault.until``), ``never`` but for a heal."""
 
     kind: AimKind
     action: str = ""
@@ -79,12 +81,20 @@ class Aim:
     aggregation: str = "store"
     retry: Retry = "none"
     role: Role | None = None
+    until: str = NEVER
+
+    @property
+    def heals(self) -> bool:
+        """A link fault removed at its round's end: what the heal oracle judges."""
+        return self.kind is AimKind.LINK and self.until != NEVER
 
     @property
     def group(self) -> tuple[str, ...]:
         """The aims a search spreads its draws over evenly (then over each group's cells): a
         fault kind and action, so that the 54 cells of one action do not crowd out the 3 of
         another."""
+        if self.heals:
+            return (self.kind.value, "heals")
         if self.kind in (AimKind.RANK, AimKind.LINK) and self.role is not None:
             return (self.kind.value, "role")
         if self.kind is AimKind.LAG:
@@ -173,7 +183,9 @@ def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
         return replace(cleared, rank_faults=(fault,), max_restarts=1)
     if aim.kind is AimKind.LINK:
         attributes = link_attributes(aim.action, draws.latency_ms)
-        link = ProxyFault(rank=rank, toxic=aim.action, attributes=attributes, at=aim.point)
+        link = ProxyFault(
+            rank=rank, toxic=aim.action, attributes=attributes, at=aim.point, until=aim.until
+        )
         return replace(cleared, proxy_faults=(link,))
     if aim.kind is AimKind.HOSTED:
         stall = draws.stall_s if aim.action == "sigstop" else 1.0

@@ -18,15 +18,16 @@ from zephon_chaos.aims import (
     aimed,
 )
 from zephon_chaos.explore.aiming import aim_at, aims
-from zephon_chaos.explore.cells import Cell
+from zephon_chaos.explore.cells import Cell, Dim
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.scenario import Phase, Scenario
-from zephon_chaos.scenario_rules import is_finite, normalised, violations
-from zephon_chaos.strategies import scenarios
+from zephon_chaos.scenario_rules import HEALING_TOXICS, is_finite, normalised, violations
+from zephon_chaos.strategies import STORE_FAULT_TIMEOUT_S, scenarios
 from zephon_chaos.workload.spec import (
     CHILD_TARGETS,
+    ROUND_END,
     CheckpointAt,
     DataSpec,
     PipelineSpec,
@@ -181,3 +182,33 @@ def test_a_child_aim_kills_one_ranks_workers_alone_in_the_first_launch(
         assert fault.at_step == first.steps
     else:
         assert 1 <= fault.at_step < first.steps
+
+
+@pytest.mark.parametrize("toxic", HEALING_TOXICS)
+def test_a_heal_aim_gives_the_heal_oracle_a_call_to_judge(tmp_path: Path, toxic: str) -> None:
+    """The leader's link lost at its announcement and back at the round's end, under a
+    lockstep retry: the retry is the call the heal oracle judges, and the strategies' own
+    heal draw (made after the aims) keeps the aimed end."""
+    [cell] = [
+        c
+        for c in _aimable("inproc")
+        if c.dim is Dim.STORE_FAULT_HEAL and c.value[:2] == (toxic, "announce")
+    ]
+    aim = aim_at(cell)
+    assert aim is not None and aim.heals and aim.group == ("store link fault", "heals")
+
+    @settings(max_examples=20, deadline=None, database=None)
+    @given(s=scenarios(tier="inproc", store_faults=True, aims=(aim,), aim_odds=ALWAYS))
+    def check(s: Scenario) -> None:
+        assert cell in cells_of(s, None), s
+
+    check()
+    pipeline = PipelineSpec(canonical_replicas=2, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
+    drawn = Scenario(pipeline=pipeline, phases=(Phase(2, 1),))
+    scenario = normalised(aimed(drawn, 0, aim, Draws()))
+    [fault] = scenario.phases[0].proxy_faults
+    assert (fault.rank, fault.until, scenario.phases[0].retry) == (0, ROUND_END, "lockstep")
+    with inproc_runner(tmp_path) as runner:
+        outcome = runner.run(scenario)
+    judged = {c.value for c in cells_of(scenario, outcome) if c.dim is Dim.STORE_FAULT_HEAL_OUTCOME}
+    assert judged, outcome.report()

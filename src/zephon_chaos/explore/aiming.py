@@ -28,6 +28,9 @@ LAYOUT_AIMS = {
     LayoutChange.BOTH: "both",
 }
 """Each layout change's pair of layouts (``aims.LAYOUT_PAIRS``)."""
+HEAL_RETRY = "lockstep"
+"""A heal aim's retry policy: under ``none`` a failed call ends the rank, and no call follows
+the heal for the heal oracle to judge."""
 
 
 def aim_at(c: Cell) -> Aim | None:
@@ -37,6 +40,9 @@ def aim_at(c: Cell) -> Aim | None:
         return Aim(AimKind.RANK, v[0], v[1], v[2], v[3])  # type: ignore[arg-type]
     if c.dim is Dim.STORE_FAULT:
         return Aim(AimKind.LINK, v[0], v[1], v[2], v[3])  # type: ignore[arg-type]
+    if c.dim is Dim.STORE_FAULT_HEAL:
+        # The heal oracle judges the call after the fault's: a lockstep retry is that call.
+        return Aim(AimKind.LINK, v[0], v[1], retry=HEAL_RETRY, until=v[2])
     if c.dim is Dim.HOSTED_STORE_FAULT:
         return Aim(AimKind.HOSTED, v[0], v[1], "store_explicit")
     if c.dim is Dim.RANK_FAULT_ROLE:

@@ -61,7 +61,7 @@ class Dim(Enum):
     STORE_FAULT = "store fault (toxic, point, aggregation, retry)"
     STORE_FAULT_ROLE = "store fault (point, rank role)"
     STORE_FAULT_OUTCOME = "store fault outcome"
-    STORE_FAULT_HEAL = "store fault that heals (toxic, until)"
+    STORE_FAULT_HEAL = "store fault that heals (toxic, round point, until)"
     STORE_FAULT_HEAL_OUTCOME = "store fault that heals: the next checkpoint call"
     SYNC = "sync (how ranks arrive at a checkpoint)"
     LAG = "lag (who is late, policy after the late round)"

@@ -110,7 +110,7 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
             yield cell(Dim.STORE_FAULT, pf.toxic, point, scenario.pipeline.aggregation, ph.retry)
             yield cell(Dim.STORE_FAULT_ROLE, point, ROLES[0] if pf.rank == 0 else ROLES[1])
             if pf.heals:
-                yield cell(Dim.STORE_FAULT_HEAL, pf.toxic, pf.until)
+                yield cell(Dim.STORE_FAULT_HEAL, pf.toxic, point, pf.until)
         yield from _hosted_cells(scenario, i)
         if ph.rank_faults and not ph.max_restarts and i < len(scenario.phases) - 1:
             yield cell(Dim.RELAUNCH, Relaunch.AFTER_CRASH.value)

@@ -289,8 +289,9 @@ def declare(
     for outcome in FAULT_OUTCOMES:
         add(cell(Dim.STORE_FAULT_OUTCOME, outcome), store)
     for toxic in (t for t in STORE_TOXICS if t in HEALING_TOXICS):
-        for until in LINK_HEALS[1:]:
-            add(cell(Dim.STORE_FAULT_HEAL, toxic, until), store)
+        for point in ROUND_PHASES:
+            for until in LINK_HEALS[1:]:
+                add(cell(Dim.STORE_FAULT_HEAL, toxic, point, until), store)
     for outcome in HEAL_OUTCOMES:
         add(cell(Dim.STORE_FAULT_HEAL_OUTCOME, outcome), store)
     out += _hosted_declared(inproc, faults, max_world, max_phases)

@@ -332,14 +332,15 @@ def healed(draw: st.DrawFn, scenario: Scenario, max_phases: int) -> Scenario:
     ``max_phases`` draws (more where an aim laid out more launches), aligned on the last
     launch (as the launches' tp are): deleting
     a launch while shrinking leaves every other's draw in place, and each shrinks to ``never``.
-    Normalising then keeps an end only where the rules allow one (at a round point)."""
+    Normalising then keeps an end only where the rules allow one (at a round point). A fault
+    an aim gave an end keeps it (the draw is still made)."""
     count = max(max_phases, len(scenario.phases))  # an aim may lay out two launches from one
     ends = [draw(LINK_HEAL_DRAW) for _ in range(count)][-len(scenario.phases) :]
     phases = tuple(
         replace(
             ph,
             proxy_faults=tuple(
-                replace(f, until=until) if f.toxic in HEALING_TOXICS else f
+                replace(f, until=until) if f.toxic in HEALING_TOXICS and not f.heals else f
                 for f in ph.proxy_faults
             ),
         )
