@@ -35,6 +35,28 @@ PER_CALL_S = 5.0
 _POLL_S = 0.02
 
 
+class Who(str):
+    """How a capture names a process (the text reports show), carrying what it is as values:
+    its ``role`` (``rank``, ``agent``, ``child`` of a rank, or another ``process``), the rank
+    it is or belongs to (``rank``; an agent's node) and its ``pid``. A str, so that reports,
+    JSON and every reader of stacks by name take it as the text it is; a reader that needs to
+    know whose stack it reads (a known hang's proof: every worker of one rank) reads the
+    values, never the text."""
+
+    role: str
+    rank: int | None
+    pid: int
+
+    def __new__(cls, role: str, rank: int | None, pid: int) -> Who:
+        owner = {"rank": f"rank {rank}", "agent": f"agent {rank}", "child": f"child of rank {rank}"}
+        self = super().__new__(cls, f"{owner.get(role, 'process')} (pid {pid})")
+        self.role, self.rank, self.pid = role, rank, pid
+        return self
+
+    def __getnewargs__(self) -> tuple[str, int | None, int]:  # type: ignore[override]
+        return (self.role, self.rank, self.pid)
+
+
 @dataclass
 class Target:
     """One process to dump: how the report names it, and where its faulthandler file is."""
@@ -63,7 +85,8 @@ def pyspy_binary() -> str | None:
 
 
 def group_targets(group: TorchrunGroup) -> list[Target]:
-    """Live processes of the group, labelled ``rank R (pid P)`` / ``agent N (pid P)``."""
+    """Live processes of the group, labelled ``rank R (pid P)`` / ``agent N (pid P)`` (a
+    :class:`Who`)."""
     survivors = group.registry.survivors()
     rank_of = {proc: rank for rank, proc in group.workers().items()}
     agent_of = {agent.pid: node for node, agent in enumerate(group.agents)}
@@ -73,17 +96,24 @@ def group_targets(group: TorchrunGroup) -> list[Target]:
     for proc in survivors:
         if proc in rank_of:
             rank = rank_of[proc]
-            key, label = (0, rank, proc.pid), f"rank {rank} (pid {proc.pid})"
+            key, label = (0, rank, proc.pid), Who("rank", rank, proc.pid)
         elif proc.pid in agent_of:
             node = agent_of[proc.pid]
-            key, label = (1, node, proc.pid), f"agent {node} (pid {proc.pid})"
+            key, label = (1, node, proc.pid), Who("agent", node, proc.pid)
         else:
-            of = records.get(proc, {}).get("rank")
-            owner = f"child of rank {of}" if of is not None else "process"
-            key, label = (2, proc.pid, proc.pid), f"{owner} (pid {proc.pid})"
+            owner = rank_of_record(records.get(proc, {}))
+            role = "child" if owner is not None else "process"
+            key, label = (2, proc.pid, proc.pid), Who(role, owner, proc.pid)
         path = stack_dir / f"{proc.pid}-{proc.ticks}"
         targets.append((key, Target(label, proc, path if path.exists() else None)))
     return [t for _, t in sorted(targets, key=lambda kt: kt[0])]
+
+
+def rank_of_record(record: dict[str, object]) -> int | None:
+    """The rank a process belongs to, from its spawn record's ``RANK`` (text, as the
+    environment gives it; None where it has none)."""
+    of = str(record.get("rank"))
+    return int(of) if of.isdigit() else None
 
 
 def collect_group_stacks(group: TorchrunGroup, budget_s: float = TOTAL_BUDGET_S) -> dict[str, str]:

@@ -10,6 +10,12 @@ ends as at a deadline, its result cut short by that hang (:class:`~.result.CutSh
 match, and it keeps its full deadline, checked again after each further quiet period, at most
 ``max_checks`` times, so captures never slow a launch down.
 
+The quiet period must outlast every healthy silence, so it is long (minutes with worker
+processes). Some hangs need no waiting: their stacks *prove* them (every worker that could
+release a lock waits for it). Where the caller can prove one (``prove``), the watch also
+looks after each ``early_s`` of quiet (at most ``max_proofs`` times), and ends the launch
+only when two captures in a row prove the same hang and nothing was written in between.
+
 What a known hang looks like is the caller's: this layer gets callables (``armed``,
 ``recognise``), never the explorer's defects (``docs/architecture.md``).
 """
@@ -35,6 +41,10 @@ beside a launch's work, and a quiet period is tens of seconds."""
 MAX_CHECKS = 3
 """Stack captures a watched launch may take before its deadline: each costs up to
 ``diagnostics.stacks.TOTAL_BUDGET_S`` with the ranks paused by py-spy."""
+MAX_PROOFS = 8
+"""Early checks (asks for a proof) a launch may take: more than full checks, since the
+first ones may come while the hang is still forming (replacement workers importing torch,
+a few silences of ``early_s`` each), and a launch is looked at only once its trigger fired."""
 
 
 @dataclass(frozen=True)
@@ -51,12 +61,23 @@ class HangWatch:
     watched: tuple[Path, ...] = ()
     max_checks: int = MAX_CHECKS
     poll_s: float = POLL_S
+    prove: Callable[[Stacks], str | None] | None = None
+    """The known hang ``stacks`` prove whatever the time (None: none); asked after each
+    ``early_s`` of quiet, before the quiet period is over."""
+    early_s: float | None = None
+    max_proofs: int = MAX_PROOFS
 
     def __post_init__(self) -> None:
         if self.quiet_s <= 0 or self.poll_s <= 0:
             raise ValueError(
                 f"a hang watch needs a positive quiet period and poll interval, got "
                 f"quiet_s={self.quiet_s}, poll_s={self.poll_s}"
+            )
+        unpaired = (self.prove is None) != (self.early_s is None)
+        if unpaired or (self.early_s is not None and self.early_s <= 0):
+            raise ValueError(
+                f"a hang watch proves hangs with both a proof and a positive early period, "
+                f"got prove={self.prove!r}, early_s={self.early_s}"
             )
 
 
@@ -72,13 +93,24 @@ class Quiet:
     """How long a launch has made no progress, and whether a check is due (a pure clock:
     the caller passes the time and the progress mark, so tests need no sleeps)."""
 
-    def __init__(self, quiet_s: float, max_checks: int, now: float) -> None:
+    def __init__(
+        self,
+        quiet_s: float,
+        max_checks: int,
+        now: float,
+        early_s: float | None = None,
+        max_early: int = MAX_PROOFS,
+    ) -> None:
         self.quiet_s = quiet_s
+        self.early_s = early_s
         self.max_checks = max_checks
+        self.max_early = max_early
         self.checks = 0
+        self.early_checks = 0
         self._mark: object = None
         self._since = now
         self._next = now + quiet_s
+        self._next_early = now + early_s if early_s is not None else float("inf")
 
     def silent_s(self, now: float) -> float:
         return now - self._since
@@ -89,7 +121,21 @@ class Quiet:
             return False
         self._mark, self._since = mark, now
         self._next = max(self._next, now + self.quiet_s)
+        if self.early_s is not None:
+            self._next_early = now + self.early_s
         return True
+
+    def early_due(self, now: float) -> bool:
+        """True when a proof is due: ``early_s`` more of quiet, short of the quiet period,
+        and early checks left (call after ``due`` said no full check is)."""
+        if self.early_checks >= self.max_early or now >= self._next:
+            return False
+        return now >= self._next_early
+
+    def early_checked(self, now: float) -> None:
+        """An early check proved nothing: the next one after a further ``early_s``."""
+        self.early_checks += 1
+        self._next_early = now + (self.early_s or 0.0)
 
     def due(self, mark: object, now: float) -> bool:
         """Note ``mark``; True when it has not changed for a quiet period since the last
@@ -120,7 +166,9 @@ class HangWatcher:
         self.collect = collect
         self.started_at = started_at
         self.clock = clock
-        self.quiet = Quiet(watch.quiet_s, watch.max_checks, clock())
+        self.quiet = Quiet(
+            watch.quiet_s, watch.max_checks, clock(), watch.early_s, watch.max_proofs
+        )
 
     @property
     def poll_s(self) -> float:
@@ -131,7 +179,11 @@ class HangWatcher:
         known hang; None to wait on."""
         now = self.clock()
         mark = self.progress()
-        if not self.quiet.due(mark, now) or not self.watch.armed():
+        if not self.quiet.due(mark, now):
+            if self.quiet.early_due(now) and self.watch.armed():
+                return self._prove(now)
+            return None
+        if not self.watch.armed():
             return None
         silent = self.quiet.silent_s(now)
         stacks = self.collect()
@@ -140,6 +192,21 @@ class HangWatcher:
         moved = self.quiet.moved(self.progress(), after)
         if defect is None or moved:  # the ranks wrote while their stacks were taken: no hang
             self.quiet.checked(after)
+            return None
+        return Cut(CutShort(defect, at_s=now - self.started_at, quiet_s=silent), stacks)
+
+    def _prove(self, now: float) -> Cut | None:
+        """Two captures in a row that prove the same hang, with nothing written meanwhile:
+        one capture is not atomic (py-spy reads one process after another), two seconds
+        apart cannot both catch a lock in the instant it changes hands."""
+        assert self.watch.prove is not None
+        silent = self.quiet.silent_s(now)
+        defect = self.watch.prove(self.collect())
+        stacks = self.collect() if defect is not None else {}
+        again = self.watch.prove(stacks) if stacks else None
+        after = self.clock()
+        if self.quiet.moved(self.progress(), after) or defect is None or again != defect:
+            self.quiet.early_checked(after)
             return None
         return Cut(CutShort(defect, at_s=now - self.started_at, quiet_s=silent), stacks)
 

@@ -28,6 +28,10 @@ keep while a replacement for a killed worker starts: it imports torch and writes
 minute with the cores shared, as ``explore.config.WORKER_PROCESS_FACTOR`` measured)."""
 QUIET_SLACK_S = 10.0
 """Room for a loaded machine's scheduling beyond the silences accounted for."""
+PROOF_QUIET_S = 15.0
+"""Quiet before the stacks are asked for a proof (``HangSignature.proof``), and between such
+asks: a proof holds whatever the time, so this only keeps captures (which pause the ranks)
+rare; a replacement worker still importing torch is just not proved yet."""
 
 
 def quiet_period_s(timeout_s: float, worker_processes: bool) -> float:
@@ -66,6 +70,10 @@ class HangSignature:
 
     triggered: Callable[[LaunchContext], bool]
     stuck: Callable[[ThreadStack], bool]
+    proof: Callable[[Mapping[str, Sequence[ThreadStack]]], bool] | None = None
+    """Whether the stacks (by process: ``diagnostics.stacks.Who``) prove the hang, held for
+    good whatever the time (every process that could release what the others wait for is
+    gone); such a hang is ended after ``PROOF_QUIET_S`` of quiet, not the quiet period."""
 
     def matches(self, stacks: Mapping[str, Sequence[ThreadStack]], context: LaunchContext) -> bool:
         """The trigger fired and some process of the launch has a thread stuck so."""
@@ -87,4 +95,15 @@ def hang_watch(
         parsed = {who: parse_stacks(text) for who, text in stacks.items()}
         return next((i for i, s in signatures.items() if s.matches(parsed, context)), None)
 
-    return HangWatch(quiet_s, recognise, armed, watched=(context.out_dir,))
+    provable = [(i, s, s.proof) for i, s in signatures.items() if s.proof is not None]
+
+    def prove(stacks: Stacks) -> str | None:
+        parsed = {who: parse_stacks(text) for who, text in stacks.items()}
+        return next((i for i, s, proof in provable if s.triggered(context) and proof(parsed)), None)
+
+    if not provable:
+        return HangWatch(quiet_s, recognise, armed, watched=(context.out_dir,))
+    early = min(PROOF_QUIET_S, quiet_s)
+    return HangWatch(
+        quiet_s, recognise, armed, watched=(context.out_dir,), prove=prove, early_s=early
+    )

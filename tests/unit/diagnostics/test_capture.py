@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -12,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from zephon_chaos.diagnostics.stacks import STACKS_SUBDIR, Target, capture_stacks
+from zephon_chaos.diagnostics.stacks import (
+    STACKS_SUBDIR,
+    Target,
+    Who,
+    capture_stacks,
+    rank_of_record,
+)
 from zephon_chaos.procs import SPAWNHOOK_DIR, ProcId, proc_id
 
 PROGRAM = """\
@@ -115,3 +123,30 @@ def test_a_py_spy_that_hangs_cannot_stretch_the_capture(
     assert time.monotonic() - started < 4 + 2
     assert "py-spy: no answer within" in stacks["rank 0"] or "faulthandler" in stacks["rank 0"]
     assert "park_forever" in stacks["rank 0"]  # faulthandler answered instead
+
+
+@pytest.mark.parametrize(
+    ("who", "text"),
+    [
+        (("rank", 2, 11), "rank 2 (pid 11)"),
+        (("agent", 0, 12), "agent 0 (pid 12)"),
+        (("child", 1, 13), "child of rank 1 (pid 13)"),
+        (("process", None, 14), "process (pid 14)"),
+    ],
+)
+def test_a_captured_process_is_named_by_text_and_known_by_values(
+    who: tuple[str, int | None, int], text: str
+) -> None:
+    """Reports and JSON read the text; a known hang's proof reads the values, and they
+    survive a pickle (results cross process boundaries)."""
+    label = Who(*who)
+    assert label == text and json.dumps({label: 1}) == json.dumps({text: 1})
+    back = pickle.loads(pickle.dumps(label))
+    assert (back.role, back.rank, back.pid) == who and back == text
+
+
+def test_a_childs_rank_is_read_as_a_number_from_its_spawn_record() -> None:
+    """The spawn hook records ``RANK`` as the environment gives it, text: a child's
+    ``Who.rank`` must equal its rank's, or no proof groups them."""
+    assert rank_of_record({"rank": "3"}) == 3 == Who("child", rank_of_record({"rank": "3"}), 1).rank
+    assert rank_of_record({}) is None and rank_of_record({"rank": "x"}) is None

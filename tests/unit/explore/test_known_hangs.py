@@ -136,3 +136,91 @@ def test_a_launch_cut_short_as_the_orphaned_lock_is_judged_as_that_defect_alone(
     assert explaining(outcome) == [KILLED_WORKER_ORPHANS_QUEUE_LOCK]
     assert judged_ok(outcome)
     assert signature(outcome) == f"known.{ORPHAN}"
+
+
+PYSPY_READING_WORKER = """\
+Process 4251: python -c from multiprocessing.spawn import spawn_main
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 4251 (idle): "MainThread"
+    _recv (/usr/lib/python3.11/multiprocessing/connection.py:395)
+    _recv_bytes (/usr/lib/python3.11/multiprocessing/connection.py:430)
+    recv_bytes (/usr/lib/python3.11/multiprocessing/connection.py:216)
+    get (/usr/lib/python3.11/multiprocessing/queues.py:103)
+    get (/x/site-packages/zephon/_internal/runners/queue.py:224)
+    _process_worker_main (/x/site-packages/zephon/_internal/runners/process.py:456)
+"""
+"""A worker holding its task queue's read lock, waiting on the pipe for a command."""
+PYSPY_TRACKER = """\
+Thread 4260 (idle): "MainThread"
+    main (/usr/lib/python3.11/multiprocessing/resource_tracker.py:227)
+"""
+LOCKED = PYSPY_LOCKED_WORKER.format(func="_process_worker_main")
+RANK_DRAWING = """\
+Thread 2539 (idle): "MainThread"
+    Condition.wait (/usr/lib/python3.11/threading.py:331)
+    Queue.get (/usr/lib/python3.11/queue.py:180)
+    buffered_iterable.<locals>.consumer (/x/zephon/_internal/utils/buffering.py:182)
+    Pipeline._iter_body (/x/zephon/_internal/pipeline.py:1812)
+    run_rank (/x/zephon_chaos/workload/main.py:237)
+"""
+"""A rank's main thread waiting for its next batch."""
+RANK_CLOSING = """\
+Current thread 0x00007f1e2f1b2740 (most recent call first):
+  File "/x/zephon/_internal/runners/process.py", line 1838 in _shutdown_workers
+"""
+"""A rank's main thread closing its pipeline (faulthandler)."""
+RANK_IN_ROUND = STORE_CALL_STACK
+"""A rank's main thread in a checkpoint round: not bound by its pipeline."""
+
+
+@pytest.mark.parametrize(
+    ("ranks", "children", "proved"),
+    [
+        (
+            {0: RANK_DRAWING, 1: RANK_DRAWING},
+            {(0, 1): LOCKED, (0, 2): LOCKED, (1, 3): PYSPY_READING_WORKER, (1, 4): LOCKED},
+            True,
+        ),
+        ({0: RANK_CLOSING}, {(0, 1): LOCKED, (0, 5): PYSPY_TRACKER}, True),
+        ({0: RANK_DRAWING}, {(0, 1): LOCKED, (0, 2): PYSPY_READING_WORKER}, False),
+        ({0: RANK_IN_ROUND}, {(0, 1): LOCKED, (0, 2): LOCKED}, False),
+        ({}, {(0, 1): LOCKED}, False),
+        ({0: RANK_DRAWING}, {(0, 5): PYSPY_TRACKER}, False),
+        ({0: RANK_DRAWING}, {}, False),
+    ],
+    ids=[
+        "one-rank-locked-out",
+        "closing-tracker-ignored",
+        "a-live-reader",
+        "rank-in-a-round",
+        "rank-not-captured",
+        "no-worker-yet",
+        "none",
+    ],
+)
+def test_the_orphaned_lock_is_proved_where_every_worker_of_a_waiting_rank_waits_for_the_lock(
+    tmp_path: Path, ranks: dict[int, str], children: dict[tuple[int, int], str], proved: bool
+) -> None:
+    """A live holder of a read lock reads the pipe: a rank waiting on its pipeline whose
+    every worker waits for the lock has lost its holder, whatever another rank's workers do;
+    the proof reads whose stack it is from the capture's labels as values (``Who``), never
+    their text."""
+    from zephon_chaos.diagnostics.stacks import Who
+
+    stacks = {Who("rank", rank, 100 + rank): text for rank, text in ranks.items()}
+    stacks.update({Who("child", rank, pid): text for (rank, pid), text in children.items()})
+    watch = hang_watch(HANG_SIGNATURES, _killed(tmp_path, [4250]), quiet_s=163.0)
+    assert watch.prove is not None and watch.early_s is not None and watch.early_s < 163.0
+    assert (watch.prove(stacks) == ORPHAN) is proved  # type: ignore[arg-type]
+    text_only = {str(who): text for who, text in stacks.items()}
+    assert watch.prove(text_only) is None
+
+
+def test_the_orphaned_lock_is_never_proved_before_a_worker_was_killed(tmp_path: Path) -> None:
+    from zephon_chaos.diagnostics.stacks import Who
+
+    watch = hang_watch(HANG_SIGNATURES, _killed(tmp_path, []), quiet_s=163.0)
+    assert watch.prove is not None
+    stacks = {Who("rank", 0, 100): RANK_DRAWING, Who("child", 0, 1): LOCKED}
+    assert watch.prove(stacks) is None  # type: ignore[arg-type]

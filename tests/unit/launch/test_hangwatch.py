@@ -12,6 +12,7 @@ import pytest
 from zephon_chaos.launch.hangwatch import HangWatch, HangWatcher, Quiet, Stacks, progress_mark
 
 QUIET_S = 30.0
+EARLY_S = 5.0
 HANG_SCRIPT = Path(__file__).parents[1] / "diagnostics" / "scripts" / "hang.py"
 
 
@@ -32,9 +33,12 @@ class Launch:
             self.written += 1
         return {"rank 0 (pid 1)": "stack"}
 
-    def watcher(self, max_checks: int = 3) -> HangWatcher:
+    def watcher(self, max_checks: int = 3, proofs: list[str | None] | None = None) -> HangWatcher:
+        """``proofs``: what each early capture proves, in turn, the last for good (None: no
+        proof asked)."""
+        early = {} if proofs is None else {"prove": lambda s: _next(proofs), "early_s": EARLY_S}
         watch = HangWatch(
-            QUIET_S, lambda stacks: self.defect, lambda: self.armed, max_checks=max_checks
+            QUIET_S, lambda stacks: self.defect, lambda: self.armed, max_checks=max_checks, **early
         )
         return HangWatcher(
             watch, lambda: self.written, self.collect, started_at=90.0, clock=lambda: self.now
@@ -49,6 +53,10 @@ class Launch:
             if cut is not None:
                 return cut
         return None
+
+
+def _next(proofs: list[str | None]) -> str | None:
+    return proofs.pop(0) if len(proofs) > 1 else proofs[0]
 
 
 def test_a_quiet_armed_launch_whose_stacks_match_is_cut_after_the_quiet_period() -> None:
@@ -95,6 +103,50 @@ def test_a_launch_that_writes_while_its_stacks_are_taken_is_not_cut() -> None:
     launch.write_during_capture = False
     assert launch.run(watcher, QUIET_S - 1) is None, "checked again before a further quiet"
     assert launch.run(watcher, 2) is not None
+
+
+def test_a_hang_proved_twice_in_a_row_is_cut_after_the_early_period() -> None:
+    launch = Launch(defect=None)
+    watcher = launch.watcher(proofs=["proved", "proved"])
+    assert launch.run(watcher, EARLY_S - 1) is None and launch.captures == 0
+    cut = launch.run(watcher, 2)
+    assert cut is not None and launch.captures == 2, "two captures, both proving"
+    assert cut.cut_short.defect == "proved"  # type: ignore[attr-defined]
+    assert cut.cut_short.quiet_s == pytest.approx(EARLY_S)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "proofs", [[None], ["proved", None], ["proved", "other"]], ids=["none", "once", "two-hangs"]
+)
+def test_a_proof_not_repeated_is_asked_again_after_each_early_period_then_waits_the_quiet(
+    proofs: list[str | None],
+) -> None:
+    launch = Launch()  # the full check at the quiet period recognises the hang
+    watcher = launch.watcher(proofs=[*proofs, None])
+    assert launch.run(watcher, EARLY_S + 1) is None
+    captured = launch.captures
+    assert captured == len(proofs), "a proof is taken twice"
+    assert launch.run(watcher, EARLY_S - 2) is None and launch.captures == captured
+    assert launch.run(watcher, 2) is None and launch.captures == captured + 1, "asked again"
+    cut = launch.run(watcher, QUIET_S)
+    assert cut is not None and cut.cut_short.quiet_s == pytest.approx(QUIET_S)  # type: ignore[attr-defined]
+
+
+def test_a_launch_that_writes_between_its_proving_captures_is_not_cut() -> None:
+    launch = Launch(defect=None)
+    launch.write_during_capture = True
+    watcher = launch.watcher(proofs=["proved"])
+    assert launch.run(watcher, 3 * QUIET_S) is None
+    assert launch.captures >= 2
+
+
+def test_a_hang_watch_wants_a_proof_and_its_early_period_together() -> None:
+    with pytest.raises(ValueError, match="both a proof and a positive early period"):
+        HangWatch(QUIET_S, lambda stacks: None, prove=lambda stacks: None)
+    with pytest.raises(ValueError, match="both a proof and a positive early period"):
+        HangWatch(QUIET_S, lambda stacks: None, early_s=EARLY_S)
+    with pytest.raises(ValueError, match="both a proof and a positive early period"):
+        HangWatch(QUIET_S, lambda stacks: None, prove=lambda stacks: None, early_s=0.0)
 
 
 def test_progress_resets_the_quiet_period() -> None:

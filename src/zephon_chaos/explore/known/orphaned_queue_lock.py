@@ -3,9 +3,11 @@ for a command keeps its task queue's read lock, recognised in the hung launch's 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 from zephon_chaos.diagnostics.frames import ThreadStack, parse_stacks
+from zephon_chaos.diagnostics.stacks import Who
 from zephon_chaos.explore.known.defect import KnownDefect, run_of
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
@@ -32,6 +34,56 @@ def _locked_out(thread: ThreadStack) -> bool:
     return in_worker or in_watchdog
 
 
+def _waits_for_queue_lock(thread: ThreadStack) -> bool:
+    """A thread whose innermost frame waits for a multiprocessing lock, taken by a queue's
+    ``get`` (its read lock; a worker that holds it reads the queue's pipe instead)."""
+    if not thread.frames:
+        return False
+    first = thread.frames[0]
+    at_lock = first.func.split(".")[-1] == "__enter__" and first.file.endswith("synchronize.py")
+    in_get = any(
+        f.func.split(".")[-1] == "get" and f.file.endswith("queues.py") for f in thread.frames
+    )
+    return at_lock and in_get
+
+
+PIPELINE_WAITS = (("consumer", "buffering.py"), ("_shutdown_workers", "process.py"))
+"""Where a rank's main thread waits on its pipeline: for the next batch (Zephon's buffered
+iteration), or for its workers to stop (``close()``)."""
+
+
+def _waits_on_its_pipeline(threads: Sequence[ThreadStack]) -> bool:
+    """The rank's main thread (py-spy's ``MainThread``, faulthandler's current thread, where
+    the signal was handled) waits in its pipeline, not in a checkpoint round or elsewhere."""
+    return any(
+        (t.name == "MainThread" or t.current)
+        and any((f.func.split(".")[-1], Path(f.file).name) in PIPELINE_WAITS for f in t.frames)
+        for t in threads
+    )
+
+
+def _lock_held_by_the_dead(stacks: Mapping[str, Sequence[ThreadStack]]) -> bool:
+    """The proof: a rank waits on its pipeline while every one of its pipeline workers
+    waits for a task queue's read lock. A live holder of a read lock waits on the queue's
+    pipe (CPython ``Queue.get`` holds it across the read) or works on a command, so the
+    holder is no live worker: a killed one, and the lock is held for good. A rank with a
+    worker elsewhere (another stage reading, a replacement still importing torch), or busy
+    elsewhere itself, proves nothing, and waits for the quiet period."""
+    waiting: dict[int, list[bool]] = {}
+    pipeline_bound: set[int] = set()
+    for who, threads in stacks.items():
+        if not isinstance(who, Who) or who.rank is None:
+            continue
+        if who.role == "rank" and _waits_on_its_pipeline(threads):
+            pipeline_bound.add(who.rank)
+        if who.role != "child":
+            continue
+        mains = [t for t in threads if WORKER_MAIN in {f.func.split(".")[-1] for f in t.frames}]
+        if mains:  # a pipeline worker (not a resource tracker, nor one still starting)
+            waiting.setdefault(who.rank, []).append(all(map(_waits_for_queue_lock, mains)))
+    return any(all(waiting[rank]) for rank in pipeline_bound & waiting.keys())
+
+
 def _killed_workers(records: Iterable[RankRecord]) -> bool:
     """The trigger: a rank's ``child-fault`` record lists a PID it signalled (the fault acted,
     not the schedule alone)."""
@@ -56,9 +108,12 @@ def _orphaned_queue_lock(outcome: ScenarioOutcome, problem: Problem) -> bool:
 
 
 ORPHANED_LOCK_HANG = HangSignature(
-    triggered=lambda context: _killed_workers(context.records()), stuck=_locked_out,
+    triggered=lambda context: _killed_workers(context.records()),
+    stuck=_locked_out,
+    proof=_lock_held_by_the_dead,
 )
-"""The hang as the launch runs: workers were killed, and a thread is locked out for good."""
+"""The hang as the launch runs: workers were killed, and a thread is locked out for good;
+proved, without the long quiet period, where every worker of a rank waits for the lock."""
 
 
 KILLED_WORKER_ORPHANS_QUEUE_LOCK = KnownDefect(
