@@ -47,6 +47,7 @@ attempt it made. Option (environment): ``HEALED_LINK_TIMEOUT_S`` (default 2).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import socket
@@ -116,6 +117,13 @@ class Link:
     def heal(self) -> None:
         with self._lock:
             self.up = True
+
+    def close(self) -> None:
+        """Refuse new connections and end every one: at exit nothing is forwarded (the
+        accepting thread, a daemon, stops with the interpreter), and a client that still
+        connected then would wait on a link that answers nothing."""
+        self.cut()
+        self.server.close()
 
 
 LINKS: dict[int, Link] = {}
@@ -241,6 +249,10 @@ def main() -> int:
         if t.is_alive():
             attempts[r].append(f"script: no answer within {JOIN_S * (ATTEMPTS + 1):.0f} s")
         print(json.dumps({"rank": r, "attempts": attempts[r]}) + "\n", end="", flush=True)
+    # The pipelines' finalizers delete their last rounds: let them run now, over the whole
+    # link, rather than at the interpreter's exit, then close it.
+    gc.collect()
+    LINKS[0].close()
     return 0
 
 
