@@ -178,15 +178,22 @@ def test_a_host_silently_cut_off_from_the_store_host_in_a_round_fails_within_the
     chaos_hosts, chaos_tmp_root: Path
 ) -> None:
     """Host 1's bridge port goes down (packets vanish): the leader fails at T ("Missing
-    ranks=[1]"); the cut rank should fail within 3 T + 3 s too."""
+    ranks=[1]"); the cut rank should fail within 3 T + 3 s too.
+
+    The ranks' calls are judged, not the group's end: torchrun's agent on the cut host waits
+    in its own rendezvous store call (torch's c10d client over the same silent link), so the
+    group passes its deadline whatever Zephon does (measured with the stalled-store-link
+    patch applied: both ranks failed within the bound, the agent stayed). Judging the group
+    would keep this xfail red after Zephon's fix, for torch's cause."""
     run = _cut_in_round(chaos_hosts, chaos_tmp_root, CutKind.LINK)
     try:
         leader = next(r for r in run.records if r.rank == 0)
         missing = next(c for c in leader.checkpoints if c.index == 1)
         assert not missing.ok and "Missing ranks=[1]" in (missing.error or "")
-        verdict = fault_oracle.judge(
-            run.records, run.result, index=1, canonical_replicas=2, timeout_s=TIMEOUT_S
-        )
-        assert verdict.outcome == fault_oracle.FAILED, verdict.describe()
+        cut_rank = next(r for r in run.records if r.rank == 1)
+        ended = next((c for c in cut_rank.checkpoints if c.index == 1), None)
+        assert ended is not None and ended.ended_at is not None, "the cut rank's call never ended"
+        assert not ended.ok and ended.error
+        assert ended.ended_at - run.cut.at <= fault_oracle.failure_bound_s(TIMEOUT_S)
     finally:
         _nothing_left(chaos_hosts)
