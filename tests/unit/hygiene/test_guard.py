@@ -11,6 +11,7 @@ from zephon_chaos.hygiene.interrupt import InterruptGuard
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.usefixtures("sigint_heard")
 def test_the_signal_stops_everything_then_interrupts(sig: int) -> None:
     stopped: list[bool] = []
     previous = signal.getsignal(sig)

@@ -110,7 +110,7 @@ class Inner:
 
 
 @pytest.fixture
-def inner(tmp_path: Path) -> Iterator[Callable[..., Inner]]:
+def inner(tmp_path: Path, sigint_heard: None) -> Iterator[Callable[..., Inner]]:
     started: list[Inner] = []
 
     def start(*args: str, **env: str) -> Inner:
