@@ -45,6 +45,10 @@ class RoundOutcome(str, Enum):
     LATE = "failed: ranks called checkpoint() further apart than aggregate_timeout_s"
     ABSENT = "failed: a rank never called checkpoint()"
     FAULTED = "failed under a scheduled fault (the fault oracles judge it)"
+    TAKEN = (
+        "failed: a rank's earlier call (a lone retry) joined the leader's round of this "
+        "checkpoint, so its own call of it met none"
+    )
     ON_TIME_FAILURE = "failed although every rank called within aggregate_timeout_s"
 
 
@@ -260,14 +264,18 @@ def judge(
     verdict = PolicyVerdict(phase, retry, timeout_s)
     starts = {rec.rank: first_starts(rec) for rec in records}
     finals = {rec.rank: {c.index: c.ok for c in rec.checkpoints} for rec in records}
+    made = {rec.rank: calls(rec) for rec in records}
     indices = sorted({i for per in starts.values() for i in per})
     for index in indices:
         here = {r: s[index] for r, s in starts.items() if index in s}
         failed = tuple(sorted(r for r, (_, ok) in here.items() if not ok))
         agreed = all(finals[r].get(index) is True for r in finals)
+        outcome = _outcome(here, len(records), failed, timeout_s, faulted)
+        if outcome is RoundOutcome.ON_TIME_FAILURE and _taken(made, index, failed):
+            outcome = RoundOutcome.TAKEN
         judged = RoundJudgement(
             index,
-            _outcome(here, len(records), failed, timeout_s, faulted),
+            outcome,
             {r: at for r, (at, _) in here.items()},
             failed,
             agreed,
@@ -298,6 +306,49 @@ def judge(
     if retry == "skip":
         verdict.problems += _skip_problems(records, verdict.rounds, phase, persisted)
     return verdict
+
+
+def _taken(made: dict[int, list[Call]], index: int, failed: tuple[int, ...]) -> bool:
+    """The leader's first call of ``index`` was joined by a failed rank's call before its own
+    first call of ``index`` (a lone retry of an earlier checkpoint, ``independent``): the two
+    overlapped with no other round of the leader's open, and that call did not time out
+    seeing no round, so it took the round (a follower joins the newest open one,
+    ``_read_open_round_id``) and the rank's own call of ``index`` could meet none. Where a
+    late call lands no oracle predicts (docs/faults.md): the merged checkpoints such ranks
+    got are judged by resuming them."""
+    leader = made.get(0, [])
+    opened = next((c for c in leader if c.index == index and c.attempt == 1), None)
+    if opened is None:
+        return False
+    for rank in (r for r in failed if r != 0):
+        own = made.get(rank, [])
+        first = next((c for c in own if c.index == index and c.attempt == 1), None)
+        before = [c for c in own if first is not None and c.started_at < first.started_at]
+        if not before or before[-1].index == index:
+            continue
+        joined = before[-1]
+        if (
+            _overlap(joined, opened)
+            and _no_other_round(own, joined, leader, opened)
+            and NO_ROUND_JOINED not in joined.error
+        ):
+            return True
+    return False
+
+
+def _overlap(a: Call, b: Call) -> bool:
+    return a.started_at < b.ended_at and b.started_at < a.ended_at
+
+
+def _no_other_round(own: list[Call], call: Call, leader: list[Call], lead: Call) -> bool:
+    """``call`` could join no round of the leader's but ``lead``'s: the leader's call before
+    ``lead`` had ended when ``call`` began, or the rank's call before ``call`` was in that
+    round already (overlapped it), and a follower does not rejoin a round its shard is in."""
+    if _alone(leader, lead, call):
+        return True
+    mine = [c for c in own if c.started_at < call.started_at]
+    theirs = [c for c in leader if c.started_at < lead.started_at]
+    return bool(mine and theirs) and _overlap(mine[-1], theirs[-1])
 
 
 def _outcome(

@@ -222,3 +222,46 @@ def test_a_retry_whose_rank_joined_no_round_may_join_the_one_still_open() -> Non
     records[1].events[0]["error"] = "Timed out after 2.0s waiting for round id at zephon/round"
     verdict = judge(records, phase=0, timeout_s=T, retry="independent")
     assert ON_TIME not in kinds(verdict)
+
+
+def lone_retry_takes_the_next_round(retry_ends_at: float) -> list[RankRecord]:
+    """A replayed launch's times (seed 241, G 2, T = 2 s, rank 1 late for checkpoint 0,
+    checkpoints 0 and 1 at one step, independent retry): rank 1's retry of checkpoint 0
+    begins 1 ms before the leader's retry ends (a round rank 1's first call was already in)
+    and overlaps the leader's first call of checkpoint 1."""
+    records = [
+        attempts(
+            0,
+            (0, 1, 36683.555, 36685.556, False),
+            (0, 2, 36685.557, 36685.577, False),
+            (1, 1, 36685.578, 36685.780, True),
+        ),
+        attempts(
+            1,
+            (0, 1, 36685.559, 36685.576, False),
+            (0, 2, 36685.576, retry_ends_at, True),
+            (1, 1, 36685.611, 36687.650, False),
+        ),
+    ]
+    records[1].events[2]["error"] = "Timed out after 2.0s waiting for round id at zephon/round"
+    return records
+
+
+def test_a_checkpoint_whose_round_a_lone_retry_took_is_no_on_time_failure() -> None:
+    """Rank 1's retry of checkpoint 0 joined the leader's round of checkpoint 1 (the newest
+    open), so its own call of checkpoint 1 met none: the ranks' checkpoints are misaligned,
+    as docs/faults.md says a late call may be, and what they got is judged by resuming it."""
+    verdict = judge(
+        lone_retry_takes_the_next_round(36685.597), phase=0, timeout_s=T, retry="independent"
+    )
+    assert [r.outcome for r in verdict.rounds] == [RoundOutcome.LATE, RoundOutcome.TAKEN]
+    assert all(p.checkpoint != 1 for p in verdict.problems), verdict.problems
+
+
+def test_a_retry_that_ended_before_the_leaders_next_call_took_no_round() -> None:
+    """The same launch with rank 1's retry over before the leader's checkpoint 1 began: its
+    call of checkpoint 1 met the leader's on time and failed, a finding."""
+    verdict = judge(
+        lone_retry_takes_the_next_round(36685.5775), phase=0, timeout_s=T, retry="independent"
+    )
+    assert verdict.rounds[1].outcome is RoundOutcome.ON_TIME_FAILURE
