@@ -99,12 +99,12 @@ class Quiet:
         max_checks: int,
         now: float,
         early_s: float | None = None,
-        max_early: int = MAX_PROOFS,
+        max_proofs: int = MAX_PROOFS,
     ) -> None:
         self.quiet_s = quiet_s
         self.early_s = early_s
         self.max_checks = max_checks
-        self.max_early = max_early
+        self.max_proofs = max_proofs
         self.checks = 0
         self.early_checks = 0
         self._mark: object = None
@@ -128,7 +128,7 @@ class Quiet:
     def early_due(self, now: float) -> bool:
         """True when a proof is due: ``early_s`` more of quiet, short of the quiet period,
         and early checks left (call after ``due`` said no full check is)."""
-        if self.early_checks >= self.max_early or now >= self._next:
+        if self.early_checks >= self.max_proofs or now >= self._next:
             return False
         return now >= self._next_early
 

@@ -187,8 +187,7 @@ def _joined_already(own: list[Call], call: Call, leader: list[Call], lead: Call)
         return False
     joined, opened = mine[-1], theirs[-1]
     return (
-        joined.started_at < opened.ended_at
-        and opened.started_at < joined.ended_at
+        _overlap(joined, opened)
         and _alone(leader, opened, joined)
         and NO_ROUND_JOINED not in joined.error
     )
@@ -214,8 +213,7 @@ def missed_meetings(records: Sequence[RankRecord], timeout_s: float) -> list[tup
             fits = [
                 c
                 for c in own
-                if c.started_at < lead.ended_at
-                and lead.started_at < c.ended_at
+                if _overlap(c, lead)
                 and abs(c.started_at - lead.started_at) < timeout_s - LATE_SLACK_S
                 and (
                     (_alone(own, c, lead) and _alone(made[0], lead, c))

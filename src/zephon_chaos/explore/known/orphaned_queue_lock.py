@@ -22,10 +22,15 @@ LOCK_WAIT = "SemLock.__enter__"
 """A wait for a multiprocessing lock: in a worker, for its task queue's read lock."""
 
 
+def _names(thread: ThreadStack) -> set[str]:
+    """The thread's functions by their own names (py-spy qualifies them with the class)."""
+    return {frame.func.split(".")[-1] for frame in thread.frames}
+
+
 def _locked_out(thread: ThreadStack) -> bool:
     """A thread stuck for good by a killed worker: a worker waiting for its task queue's read
     lock, or the watchdog re-dispatching into the queue nobody can read."""
-    names = {frame.func.split(".")[-1] for frame in thread.frames}
+    names = _names(thread)
     in_worker = WORKER_MAIN in names and any(f.func == LOCK_WAIT for f in thread.frames)
     in_watchdog = any(
         f.func.split(".")[-1] == WATCHDOG_REDISPATCH and f.file.endswith("process.py")
@@ -78,7 +83,7 @@ def _lock_held_by_the_dead(stacks: Mapping[str, Sequence[ThreadStack]]) -> bool:
             pipeline_bound.add(who.rank)
         if who.role != "child":
             continue
-        mains = [t for t in threads if WORKER_MAIN in {f.func.split(".")[-1] for f in t.frames}]
+        mains = [t for t in threads if WORKER_MAIN in _names(t)]
         if mains:  # a pipeline worker (not a resource tracker, nor one still starting)
             waiting.setdefault(who.rank, []).append(all(map(_waits_for_queue_lock, mains)))
     return any(all(waiting[rank]) for rank in pipeline_bound & waiting.keys())
