@@ -65,15 +65,20 @@ def aim_at(c: Cell) -> Aim | None:
 
 
 def aims(space: Space, counts: Mapping[Cell, int]) -> tuple[Aim, ...]:
-    """Aims at the reachable fault cells ``counts`` never reached, in declaration order so
-    that a round's draws are reproducible; none once every one was reached (the search then
-    draws as the strategies' odds fall, steered by ``target()`` alone).
+    """The aims of :func:`targets`, without their cells."""
+    return tuple(a for _, a in targets(space, counts))
+
+
+def targets(space: Space, counts: Mapping[Cell, int]) -> tuple[tuple[Cell, Aim], ...]:
+    """The reachable fault cells ``counts`` never reached, each with its aim, in declaration
+    order so that a round's draws are reproducible; none once every one was reached (the
+    search then draws as the strategies' odds fall, steered by ``target()`` alone).
 
     Breadth first: while some group of aims (``Aim.group``: a fault kind and action, a lag,
     a setting) has no cell reached at all, only those groups are aimed at, so that a slow
     tier's few scenarios exercise every kind of fault before filling in its products."""
     aimable = [(c, a) for c in space.reachable() if (a := aim_at(c)) is not None]
     touched = {a.group for c, a in aimable if counts.get(c, 0)}
-    holes = [a for c, a in aimable if not counts.get(c, 0)]
-    untouched = [a for a in holes if a.group not in touched]
+    holes = [(c, a) for c, a in aimable if not counts.get(c, 0)]
+    untouched = [(c, a) for c, a in holes if a.group not in touched]
     return tuple(untouched or holes)

@@ -272,6 +272,7 @@ def _coverage(reports: list[Report]) -> dict[str, CoverageFacts]:
                 cells[i] = replace(
                     old,
                     count=old.count + c.count,
+                    offered=old.offered + c.offered,
                     why_not=old.why_not if c.why_not is not None else None,
                     declared=old.declared or c.declared,
                 )
@@ -413,20 +414,28 @@ def _section_of(f: FindingFacts) -> Section:
 
 
 def _coverage_section(s: SummaryFacts) -> list[str]:
-    """Each tier's declared cells with their summed counts, as a run's own summary shows."""
+    """The tiers' holes, then each tier's declared cells with their summed counts, as a run's
+    own summary shows them."""
     lines = ["", "## Coverage"]
     if not s.coverage:
         return [*lines, "", "No per-cell counts in the inputs (written before version 2)."]
+    coverage = Coverage()
+    max_world = max(cov.max_world for cov in s.coverage.values())
     for tier, cov in s.coverage.items():
         declared = tuple(
             Declared(_cell(c), None if c.why_not is None else Why[c.why_not])
             for c in cov.cells
             if c.declared
         )
-        space = Space(tier, cov.max_world, cov.max_phases, cov.faults, cov.store_faults, declared)
-        counts = Counter({_cell(c): c.count for c in cov.cells})
-        coverage = Coverage(counts={tier: counts}, spaces={tier: space})
-        lines += coverage._tier_section(tier, cov.max_world)
+        coverage.declare(
+            Space(tier, cov.max_world, cov.max_phases, cov.faults, cov.store_faults, declared)
+        )
+        coverage.counts[tier] = Counter({_cell(c): c.count for c in cov.cells})
+        coverage.offered[tier] = Counter({_cell(c): c.offered for c in cov.cells})
+    if len(s.coverage) > 1:
+        lines += coverage.holes_section(max_world)
+    for tier, cov in s.coverage.items():
+        lines += coverage.tier_section(tier, cov.max_world)
     return lines
 
 

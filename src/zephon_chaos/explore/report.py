@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.liveness_table import LivenessTally
 from zephon_chaos.explore.space import Declared, Space, declare
 from zephon_chaos.explore.tiers import replay_command
+from zephon_chaos.explore.unreached import Hole, explain
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.problem import Area
 from zephon_chaos.runner import ScenarioOutcome
@@ -34,6 +35,8 @@ class Coverage:
     code: ZephonCoverage | None = None
     last: tuple[Scenario, frozenset[Cell]] | None = None
     """The scenario added last and its cells (what the search's steering scores)."""
+    offered: dict[str, Counter[Cell]] = field(default_factory=dict)
+    """Per tier, in how many aimed rounds each cell was among the aims (``explore.steer``)."""
 
     def declare(self, space: Space) -> None:
         self.spaces.setdefault(space.tier, space)
@@ -47,6 +50,10 @@ class Coverage:
         if self.code is not None:
             self.code.saw_scenario()
 
+    def offer(self, tier: str, cells: Iterable[Cell]) -> None:
+        """One aimed round of ``tier`` aims at ``cells``."""
+        self.offered.setdefault(tier, Counter()).update(set(cells))
+
     def combined(self) -> Counter[Cell]:
         """Scenarios per cell, over every tier."""
         total: Counter[Cell] = Counter()
@@ -54,17 +61,23 @@ class Coverage:
             total.update(counts)
         return total
 
-    def holes(self, max_world: int = 4) -> tuple[list[Declared], int]:
-        """Over every tier: the cells some tier can reach that none reached, and how many
-        cells some tier can reach (what the acceptance of a run's coverage counts)."""
+    def holes(self, max_world: int = 4) -> tuple[list[Hole], int]:
+        """Over every tier: the cells some tier can reach that none reached, each with why
+        (``explore.unreached``), and how many cells some tier can reach (what the acceptance
+        of a run's coverage counts)."""
         tiers = list(self.counts or self.spaces)
-        reachable: dict[Cell, Declared] = {}
+        reachable: dict[Cell, list[str]] = {}
         for tier in tiers:
             for d in self.space(tier, max_world).cells:
                 if d.why_not is None:
-                    reachable.setdefault(d.cell, d)
+                    reachable.setdefault(d.cell, []).append(tier)
         total = self.combined()
-        return [d for c, d in reachable.items() if not total.get(c)], len(reachable)
+        holes = [
+            explain(c, tuple(by), sum(self.offered.get(t, Counter())[c] for t in by))
+            for c, by in reachable.items()
+            if not total.get(c)
+        ]
+        return holes, len(reachable)
 
     def code_coverage(self) -> ZephonCoverage:
         if self.code is None:
@@ -93,13 +106,13 @@ class Coverage:
         lines = ["", "## Coverage"]
         tiers = list(self.counts or self.spaces)
         if len(tiers) > 1:
-            lines += self._holes_section(max_world)
+            lines += self.holes_section(max_world)
         for tier in tiers:
-            lines += self._tier_section(tier, max_world)
+            lines += self.tier_section(tier, max_world)
         lines += self._code_section(report_dir)
         return lines
 
-    def _holes_section(self, max_world: int) -> list[str]:
+    def holes_section(self, max_world: int) -> list[str]:
         holes, reachable = self.holes(max_world)
         lines = [
             "",
@@ -107,11 +120,15 @@ class Coverage:
             f"were reached; {len(holes)} never",
         ]
         if holes:
-            lines += ["", "| dimension | cell never reached by any tier |", "|---|---|"]
-            lines += [f"| {d.cell.dim.value} | {d.cell.label()} |" for d in holes]
+            lines += ["", "| dimension | cell never reached by any tier | reachable by | why |"]
+            lines.append("|---|---|---|---|")
+            lines += [
+                f"| {h.cell.dim.value} | {h.cell.label()} | {', '.join(h.tiers)} | {h.reason()} |"
+                for h in holes
+            ]
         return lines
 
-    def _tier_section(self, tier: str, max_world: int) -> list[str]:
+    def tier_section(self, tier: str, max_world: int) -> list[str]:
         rows = self.table(tier, max_world)
         reachable = [(d, n) for d, n in rows if d.why_not is None]
         reached = sum(1 for _, n in reachable if n)

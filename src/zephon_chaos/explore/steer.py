@@ -22,7 +22,7 @@ from typing import Protocol
 from hypothesis import target
 
 from zephon_chaos.aims import Aim
-from zephon_chaos.explore.aiming import aims
+from zephon_chaos.explore.aiming import targets
 from zephon_chaos.explore.cells import Cell
 from zephon_chaos.explore.landing import rarity
 from zephon_chaos.explore.report import Coverage
@@ -71,7 +71,9 @@ class RoundSteering:
         if not self.options.aim:
             return ()
         self._declare()
-        return aims(self.coverage.spaces[self.tier], self.coverage.combined())
+        aimed = targets(self.coverage.spaces[self.tier], self.coverage.combined())
+        self.coverage.offer(self.tier, (c for c, _ in aimed))
+        return tuple(a for _, a in aimed)
 
     def __enter__(self) -> RoundSteering:
         self._declare()

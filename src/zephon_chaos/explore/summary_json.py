@@ -10,6 +10,7 @@ how many scenarios reached each (version 2). ``benchmarks/time_to_find.py`` and
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,8 @@ class CellFacts:
     """``cells.Why``'s member name where the strategies cannot reach it."""
     declared: bool = True
     """False: reached, yet outside the declared space (the space lags the strategies)."""
+    offered: int = 0
+    """Aimed rounds whose aims held it (``explore.unreached`` says why a hole stayed one)."""
 
 
 @dataclass(frozen=True)
@@ -173,12 +176,14 @@ def coverage_facts(result: ExploreResult, tier: str) -> CoverageFacts:
     """``tier``'s declared cells with their counts, then the cells reached outside them."""
     coverage = result.coverage
     space = coverage.space(tier, result.max_world)
+    offered = coverage.offered.get(tier, Counter())
     cells = [
         CellFacts(
             dim=d.cell.dim.name,
             value=list(d.cell.value),
             count=n,
             why_not=None if d.why_not is None else d.why_not.name,
+            offered=offered[d.cell],
         )
         for d, n in coverage.table(tier, result.max_world)
     ]
