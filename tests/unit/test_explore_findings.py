@@ -7,13 +7,20 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from zephon_chaos import cli
 from zephon_chaos.commands.explore import ExitStatus, exit_status
-from zephon_chaos.explore import search
-from zephon_chaos.explore.findings import Finding, FindingLabel, Section, confirmation_order
+from zephon_chaos.explore import search, timeline
+from zephon_chaos.explore.findings import (
+    Finding,
+    FindingLabel,
+    Section,
+    confirmation_order,
+    stacks_of,
+)
 from zephon_chaos.explore.known import judged_ok
 from zephon_chaos.explore.report import ExploreResult, write_summary
 from zephon_chaos.explore.search import ExploreConfig, Explorer
@@ -248,6 +255,30 @@ def test_a_saved_finding_records_the_tier_lane_and_signature_it_was_found_with(
     made = finding(ACCEPTED, FindingLabel.REPRODUCIBLE)
     json_path = next(p for p in made.save(tmp_path, "cli") if p.suffix == ".json")
     assert Scenario.load(json_path).found == Found("inproc", "cli", ACCEPTED)
+
+
+STUCK = "Thread 9 (idle): \"MainThread\"\n    _create_c10d_store (distributed/rendezvous.py:190)"
+
+
+def hung(stacks: dict[str, str]) -> SimpleNamespace:
+    """An outcome with what ``stacks_of`` reads: a passing reference, then one launch."""
+    launch = SimpleNamespace(result=SimpleNamespace(name="s5-phase1", stacks=stacks))
+    reference = SimpleNamespace(result=SimpleNamespace(name="s5-reference", stacks={}))
+    return SimpleNamespace(reference=reference, phases=[launch])
+
+
+def test_a_saved_finding_keeps_every_stack_its_launches_captured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report keeps a process's innermost frame only; a hang is triaged on the rest."""
+    monkeypatch.setattr(timeline, "plot_timeline", lambda *a, **k: None)
+    made = finding("harness.group-never-formed.no-resume.no-resume")
+    made.outcome = hung({"rank 3 (pid 9)": STUCK})  # type: ignore[assignment]
+    saved = {p.name: p for p in made.save(tmp_path, "cli")}
+    text = saved[f"{made.file_stem()}.stacks.txt"].read_text()
+    assert "launch s5-phase1:" in text and "s5-reference" not in text
+    assert f"--- stacks of rank 3 (pid 9) ---\n{STUCK}" in text
+    assert stacks_of(hung({})) == ""  # type: ignore[arg-type]
 
 
 # ---- the explorer end to end, with a fake runner ---------------------------------------------

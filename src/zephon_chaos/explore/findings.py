@@ -222,6 +222,10 @@ class Finding:
         text = folder / f"{stem}.txt"
         text.write_text(self.describe(json_path) + "\n")
         paths = [json_path, text]
+        stacks = stacks_of(self.outcome) if self.outcome is not None else ""
+        if stacks:
+            paths.append(folder / f"{stem}.stacks.txt")
+            paths[-1].write_text(stacks)
         from zephon_chaos.explore.timeline import plot_timeline
 
         png = plot_timeline(scenario, folder / f"{stem}.png", self.outcome, title=self.signature)
@@ -286,6 +290,20 @@ def evidence(outcome: ScenarioOutcome) -> str:
             if failure is not None and failure.traceback:
                 lines += [f"rank {failure.rank} traceback:", failure.traceback.rstrip()]
     return "\n".join(lines)
+
+
+def stacks_of(outcome: ScenarioOutcome) -> str:
+    """Every stack its launches captured at a deadline or a hang's proof, whole: the report
+    keeps each process's innermost frame only, and a hang is triaged on the rest."""
+    parts = []
+    for run in [outcome.reference, *outcome.phases]:
+        if run is not None and run.result.stacks:
+            parts.append(f"launch {run.result.name}:")
+            parts += [
+                f"--- stacks of {who} ---\n{stack.rstrip()}"
+                for who, stack in run.result.stacks.items()
+            ]
+    return "\n\n".join(parts) + "\n" if parts else ""
 
 
 def discard(outcome: ScenarioOutcome) -> None:
