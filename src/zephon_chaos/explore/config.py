@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding
-from zephon_chaos.explore.shard import Shard
+from zephon_chaos.explore.shard import Shard, tier_order
 from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LaunchLane
 from zephon_chaos.scenario import Scenario
 
@@ -87,6 +87,12 @@ class ExploreConfig:
     aim: bool = True
     """Spend up to ``AIM_SHARE`` of each tier's search on rounds aimed at the fault cells no
     tier reached yet (``explore.steer``); off: plain draws steered by ``target()`` only."""
+
+    @property
+    def left_to(self) -> str | None:
+        """The tier of ``--tier both`` that this shard leaves to its sibling shards (one tier
+        a shard, ``explore.shard.tier_order``); None where it searches both."""
+        return tier_order(self.shard)[1] if self.tier == "both" and self.shard.sharded else None
 
 
 def flat_deadline_s(deadline_s: float, scenario: Scenario) -> float:

@@ -119,7 +119,9 @@ class Explorer(ShrinkingMixin):
         self._note_missing_extras()
         self.progress = Progress(end, cfg.stream, cfg.progress_interval_s).start()
         try:
-            if cfg.tier == "both":
+            if cfg.left_to is not None:
+                self._search(tier_order(cfg.shard)[0], search_end)
+            elif cfg.tier == "both":
                 first, second = tier_order(cfg.shard)
                 share = BOTH_INPROC_SHARE if first == "inproc" else 1 - BOTH_INPROC_SHARE
                 split = self._started + share * (search_end - self._started)

@@ -60,10 +60,13 @@ BOTH_TIERS: tuple[str, str] = ("inproc", "torchrun")
 
 
 def tier_order(shard: Shard) -> tuple[str, str]:
-    """The order shard ``shard`` searches the two tiers of ``--tier both`` in: even shards
-    search torchrun first. Shards made at once (``explore --jobs``, CI shards) then search
-    both tiers from the first minute, so what only real processes show is found as early as
-    what threads show; each shard still gives each tier its share, and a tier's rounds draw
-    by their own numbers (:func:`round_seed`), whatever the order."""
+    """The tiers of ``--tier both`` in the order shard ``shard`` searches them: unsharded,
+    both, the in-process one first; sharded, odd shards search in process alone and even
+    shards on torchrun alone (the first of the pair), each over its whole budget. So what
+    only real processes show is searched from the first minute in one unbroken stretch: the
+    torchrun tier's Hypothesis rounds and aims build on each other, where two stretches on
+    two shards (each shard giving each tier its share) began that search twice, and found a
+    torchrun-only defect late in the second. A tier's rounds draw by their own numbers
+    (:func:`round_seed`), whatever the order."""
     return BOTH_TIERS[::-1] if shard.index % 2 == 0 else BOTH_TIERS
 

@@ -41,6 +41,10 @@ class SearchOptions(Protocol):
     profile: str
     aim: bool
 
+    @property
+    def left_to(self) -> str | None:
+        """A tier whose cells sibling shards reach: not aimed at here."""
+
 
 class RoundSteering:
     def __init__(
@@ -72,8 +76,27 @@ class RoundSteering:
             return ()
         self._declare()
         aimed = targets(self.coverage.spaces[self.tier], self.coverage.combined())
+        theirs = self._theirs()
+        aimed = tuple((c, a) for c, a in aimed if c not in theirs)
         self.coverage.offer(self.tier, (c for c, _ in aimed))
         return tuple(a for _, a in aimed)
+
+    def _theirs(self) -> frozenset[Cell]:
+        """The cells a sibling shard's tier reaches (``SearchOptions.left_to``): its own
+        search reaches them at its pace, and its counts are not seen here, so aiming at them
+        would spend this tier's slow launches on what threads reach in a fraction of a
+        second."""
+        o = self.options
+        if o.left_to is None or o.left_to == self.tier:
+            return frozenset()
+        space = declare(
+            o.left_to,
+            max_world=o.max_world,
+            max_phases=o.max_phases,
+            store_faults=o.store_faults,
+            profile=o.profile,
+        )
+        return frozenset(space.reachable())
 
     def __enter__(self) -> RoundSteering:
         self._declare()

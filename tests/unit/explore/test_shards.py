@@ -21,6 +21,8 @@ from hypothesis.database import (
 )
 
 from zephon_chaos import cli
+from zephon_chaos.explore.cells import Dim, cell
+from zephon_chaos.explore.config import BOTH_INPROC_SHARE, reserve_s
 from zephon_chaos.explore.database import (
     DatabaseError,
     KeepKnown,
@@ -32,8 +34,11 @@ from zephon_chaos.explore.database import (
 from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.judged import EndShrinking, ShrinkStop
 from zephon_chaos.explore.merge import MergeError, merge, read_reports, write_merged
+from zephon_chaos.explore.report import Coverage
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.shard import Shard, round_seed, tier_order
+from zephon_chaos.explore.space import declare
+from zephon_chaos.explore.steer import RoundSteering
 from zephon_chaos.explore.summary_json import (
     CellFacts,
     CoverageFacts,
@@ -469,23 +474,10 @@ def test_two_shards_share_a_finding_through_redis_and_merge_into_one(
     capsys.readouterr()
 
 
-@pytest.mark.parametrize(
-    ("shard", "order"),
-    [
-        (Shard(), ("inproc", "torchrun")),
-        (Shard(1, 2), ("inproc", "torchrun")),
-        (Shard(2, 2), ("torchrun", "inproc")),
-        (Shard(3, 4), ("inproc", "torchrun")),
-        (Shard(4, 4), ("torchrun", "inproc")),
-    ],
-)
-def test_even_shards_search_torchrun_first_with_the_same_shares(
-    shard: Shard, order: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from zephon_chaos.explore.config import BOTH_INPROC_SHARE, ExploreConfig
-    from zephon_chaos.explore.search import Explorer
-
-    assert tier_order(shard) == order
+def _searched(
+    shard: Shard, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, float]]:
+    """The tiers a ``--tier both`` run of ``shard`` searches, each with its deadline (s)."""
     explorer = Explorer(
         ExploreConfig(
             budget_s=100, report_dir=tmp_path / "report", tier="both", seed=3, shard=shard
@@ -499,11 +491,55 @@ def test_even_shards_search_torchrun_first_with_the_same_shares(
     monkeypatch.setattr(explorer, "_search", search)
     monkeypatch.setattr(explorer, "_confirm", lambda end: None)
     explorer.run()
-    assert [tier for tier, _ in searched] == list(order)
-    spans = {order[0]: searched[0][1], order[1]: searched[1][1] - searched[0][1]}
-    assert spans["inproc"] / (spans["inproc"] + spans["torchrun"]) == pytest.approx(
-        BOTH_INPROC_SHARE, abs=0.01
-    )
+    return searched
+
+
+def test_unsharded_both_tiers_share_the_search_in_process_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert tier_order(Shard()) == ("inproc", "torchrun")
+    searched = _searched(Shard(), tmp_path, monkeypatch)
+    assert [tier for tier, _ in searched] == ["inproc", "torchrun"]
+    inproc, end = searched[0][1], searched[1][1]
+    assert inproc / end == pytest.approx(BOTH_INPROC_SHARE, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("shard", "tier", "left_to"),
+    [
+        (Shard(1, 2), "inproc", "torchrun"),
+        (Shard(2, 2), "torchrun", "inproc"),
+        (Shard(3, 4), "inproc", "torchrun"),
+        (Shard(4, 4), "torchrun", "inproc"),
+    ],
+)
+def test_a_shard_searches_one_tier_over_its_whole_search(
+    shard: Shard, tier: str, left_to: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Odd shards in process, even ones on torchrun: each tier in one unbroken stretch."""
+    assert tier_order(shard) == (tier, left_to)
+    config = ExploreConfig(budget_s=100, report_dir=tmp_path, tier="both", shard=shard)
+    assert config.left_to == left_to
+    searched = _searched(shard, tmp_path, monkeypatch)
+    assert [t for t, _ in searched] == [tier]
+    assert searched[0][1] == pytest.approx(100 - reserve_s(100), abs=0.5)
+
+
+def test_a_torchrun_shard_leaves_to_the_in_process_shard_what_threads_reach() -> None:
+    """Its aims skip the cells the sibling tier reaches: that shard's counts are not seen."""
+    class Options:
+        max_world, max_phases, store_faults, profile, aim = 4, 5, True, "default", True
+        left_to: str | None = None
+
+    alone = set(RoundSteering(Coverage(), "torchrun", Options(), 1).aims())
+    Options.left_to = "inproc"
+    cov = Coverage()
+    shared = RoundSteering(cov, "torchrun", Options(), 1).aims()
+    threads = set(declare("inproc", store_faults=True).reachable())
+    assert shared and set(shared) < alone
+    assert not set(cov.offered["torchrun"]) & threads
+    raise_at_shard = cell(Dim.RANK_FAULT_POINT, "raise", "shard", "store", "none")
+    assert raise_at_shard in threads and raise_at_shard not in cov.offered["torchrun"]
 
 
 def test_the_same_shard_of_two_seeds_merges(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ FIVE_LAUNCHES = cell(Dim.LAUNCHES, 5)
 
 
 class Options:
-    max_world, max_phases, store_faults, profile, aim = 4, 5, True, "default", True
+    max_world, max_phases, store_faults, profile, aim, left_to = 4, 5, True, "default", True, None
 
 
 def test_each_hole_says_why_it_stayed_one() -> None:
