@@ -19,7 +19,7 @@ from zephon_chaos.explore.findings import (
     FindingLabel,
     Section,
     confirmation_order,
-    stacks_of,
+    launch_reports,
 )
 from zephon_chaos.explore.known import judged_ok
 from zephon_chaos.explore.report import ExploreResult, write_summary
@@ -260,25 +260,30 @@ def test_a_saved_finding_records_the_tier_lane_and_signature_it_was_found_with(
 STUCK = "Thread 9 (idle): \"MainThread\"\n    _create_c10d_store (distributed/rendezvous.py:190)"
 
 
-def hung(stacks: dict[str, str]) -> SimpleNamespace:
-    """An outcome with what ``stacks_of`` reads: a passing reference, then one launch."""
-    launch = SimpleNamespace(result=SimpleNamespace(name="s5-phase1", stacks=stacks))
-    reference = SimpleNamespace(result=SimpleNamespace(name="s5-reference", stacks={}))
-    return SimpleNamespace(reference=reference, phases=[launch])
+def hung(ok: bool) -> SimpleNamespace:
+    """An outcome with what ``launch_reports`` reads: a passing reference, then a launch."""
+
+    def launch(name: str, ok: bool) -> SimpleNamespace:
+        report = f"group {name!r}: passed its deadline\n--- stacks of rank 3 (pid 9) ---\n{STUCK}"
+        result = SimpleNamespace(name=name, ok=ok, report=lambda tail_lines: report)
+        return SimpleNamespace(result=result)
+
+    return SimpleNamespace(reference=launch("s5-reference", True), phases=[launch("s5-phase1", ok)])
 
 
-def test_a_saved_finding_keeps_every_stack_its_launches_captured(
+def test_a_saved_finding_keeps_its_failed_launches_whole_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The report keeps a process's innermost frame only; a hang is triaged on the rest."""
+    """The evidence keeps a process's innermost frame only; a hang is triaged on the rest:
+    every stack, every rank's and agent's log tail."""
     monkeypatch.setattr(timeline, "plot_timeline", lambda *a, **k: None)
     made = finding("harness.group-never-formed.no-resume.no-resume")
-    made.outcome = hung({"rank 3 (pid 9)": STUCK})  # type: ignore[assignment]
+    made.outcome = hung(ok=False)  # type: ignore[assignment]
     saved = {p.name: p for p in made.save(tmp_path, "cli")}
-    text = saved[f"{made.file_stem()}.stacks.txt"].read_text()
-    assert "launch s5-phase1:" in text and "s5-reference" not in text
+    text = saved[f"{made.file_stem()}.launches.txt"].read_text()
+    assert "=== launch s5-phase1 ===" in text and "s5-reference" not in text
     assert f"--- stacks of rank 3 (pid 9) ---\n{STUCK}" in text
-    assert stacks_of(hung({})) == ""  # type: ignore[arg-type]
+    assert launch_reports(hung(ok=True)) == ""  # type: ignore[arg-type]
 
 
 # ---- the explorer end to end, with a fake runner ---------------------------------------------

@@ -222,10 +222,10 @@ class Finding:
         text = folder / f"{stem}.txt"
         text.write_text(self.describe(json_path) + "\n")
         paths = [json_path, text]
-        stacks = stacks_of(self.outcome) if self.outcome is not None else ""
-        if stacks:
-            paths.append(folder / f"{stem}.stacks.txt")
-            paths[-1].write_text(stacks)
+        launches = launch_reports(self.outcome) if self.outcome is not None else ""
+        if launches:
+            paths.append(folder / f"{stem}.launches.txt")
+            paths[-1].write_text(launches)
         from zephon_chaos.explore.timeline import plot_timeline
 
         png = plot_timeline(scenario, folder / f"{stem}.png", self.outcome, title=self.signature)
@@ -279,6 +279,10 @@ def evidence_of(description: str) -> str:
     return description.partition("\n" + EVIDENCE_SEPARATOR + "\n")[2].rstrip("\n")
 
 
+LAUNCH_TAIL_LINES = 60
+"""Lines of each rank's and agent's logs a finding's ``.launches.txt`` keeps."""
+
+
 def evidence(outcome: ScenarioOutcome) -> str:
     """The outcome's report (without its working-copy replay line: that folder goes away),
     and the full summary of every failed launch (who failed how, stuck frames)."""
@@ -292,17 +296,17 @@ def evidence(outcome: ScenarioOutcome) -> str:
     return "\n".join(lines)
 
 
-def stacks_of(outcome: ScenarioOutcome) -> str:
-    """Every stack its launches captured at a deadline or a hang's proof, whole: the report
-    keeps each process's innermost frame only, and a hang is triaged on the rest."""
-    parts = []
-    for run in [outcome.reference, *outcome.phases]:
-        if run is not None and run.result.stacks:
-            parts.append(f"launch {run.result.name}:")
-            parts += [
-                f"--- stacks of {who} ---\n{stack.rstrip()}"
-                for who, stack in run.result.stacks.items()
-            ]
+def launch_reports(outcome: ScenarioOutcome, tail_lines: int = LAUNCH_TAIL_LINES) -> str:
+    """Each failed launch's whole report: who failed how, the first failure's traceback,
+    every rank's and agent's log tail, and every stack captured at a deadline or a hang's
+    proof. The evidence keeps each process's innermost frame only, and a hang before any
+    rank began (torch's own connect retries, logged on a rank's stderr) is triaged on the
+    rest."""
+    parts = [
+        f"=== launch {run.result.name} ===\n{run.result.report(tail_lines)}"
+        for run in [outcome.reference, *outcome.phases]
+        if run is not None and not run.result.ok
+    ]
     return "\n\n".join(parts) + "\n" if parts else ""
 
 
