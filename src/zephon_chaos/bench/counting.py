@@ -90,11 +90,15 @@ def counting_store_class() -> type:
         meter: Meter = METER
         pending_sent = threading.local()
 
-        def _call(self, op: str, key: object, fn: Callable[[Any], Any]) -> Any:
+        def _call(
+            self, op: str, key: object, fn: Callable[[Any], Any], *args: Any, **kwargs: Any
+        ) -> Any:
+            # Whatever else Zephon's _call takes passes through: a fixed signature broke the
+            # meter under the proposed stalled-store-link fix, which adds a keyword.
             delay = self.meter.delay_s
             if delay > 0:
                 time.sleep(delay)
-            result = super()._call(op, key, fn)
+            result = super()._call(op, key, fn, *args, **kwargs)
             sent = _size(key) + getattr(self.pending_sent, "value", 0)
             self.pending_sent.value = 0
             received = _size(result) if op in ("get", "multi_get", "compare_set") else 0

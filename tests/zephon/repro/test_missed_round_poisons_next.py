@@ -43,6 +43,7 @@ def rounds(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[str]]:
     return {r: ranks[r]["rounds"] for r in ranks}
 
 
+@pytest.mark.zephon_defect("missed-round-poisons-next")
 @pytest.mark.slow
 def test_a_round_a_follower_calls_after_it_failed_is_never_joined(
     rounds: dict[int, list[str]],
