@@ -364,6 +364,7 @@ def test_the_planted_defect_found_in_process_reproduces_on_torchrun(
     [(signal.SIGINT, 130, "1"), (signal.SIGTERM, 143, "1"), (signal.SIGINT, 130, "2")],
     ids=["ctrl-c", "sigterm", "ctrl-c-two-jobs"],
 )
+@pytest.mark.usefixtures("sigint_heard")
 def test_ctrl_c_stops_cleanly_and_writes_the_report_so_far(
     tmp_path: Path, signum: signal.Signals, code: int, jobs: str
 ) -> None:
