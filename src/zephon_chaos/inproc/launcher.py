@@ -183,16 +183,39 @@ class InprocLauncher(Closing):
                     for t in threads:
                         t.join(self.join_grace_s)
         finally:
+            if any(t.is_alive() for t in threads):
+                self._end_interrupted(threads, group, host, wspec, children_before)
             if host is not None:
                 self.pool.retire(host)
-            if any(t.is_alive() for t in threads):
-                group.fail("the launch was interrupted")
         result = _result(
             spec, spec_file, world, errors, tracebacks, finished_at, timed_out, stacks, started
         )
         result.torn_down_at = group.torn_down_at
         result.notes.extend(landed)
         return result
+
+    def _end_interrupted(
+        self,
+        threads: list[threading.Thread],
+        group: RankGroup,
+        host: Any,
+        wspec: WorkloadSpec,
+        children_before: set[int],
+    ) -> None:
+        """Ctrl-C or SIGTERM arrived while ranks ran: end them as a failed group ends, and
+        wait for them (within the grace), so that none still writes into folders the caller
+        removes next. Left running, a rank's checkpoint files raced the explorer's removal of
+        its working folder, which then stayed behind."""
+        group.fail("the launch was interrupted")
+        with contextlib.suppress(KeyboardInterrupt):  # a second one: the first still propagates
+            self._join(
+                threads,
+                group,
+                host,
+                time.monotonic() + self.join_grace_s,
+                lambda: _cut_links(wspec),
+            )
+            _kill_new_children(children_before)
 
     def _join(
         self,
@@ -254,9 +277,10 @@ def _cut_links(wspec: WorkloadSpec) -> None:
         return
     from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
 
-    with contextlib.suppress(ProxyApiError, OSError), ToxiproxyClient(
-        wspec.proxy_api_url, timeout_s=5.0
-    ) as client:
+    with (
+        contextlib.suppress(ProxyApiError, OSError),
+        ToxiproxyClient(wspec.proxy_api_url, timeout_s=5.0) as client,
+    ):
         proxies = client.proxies()
         for name in wspec.store_proxy_names.values():
             proxy = proxies.get(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 from collections.abc import Iterator
@@ -215,6 +216,46 @@ def test_a_launch_past_its_deadline_stops_every_rank_thread(tmp_path: Path) -> N
     assert not [t for t in threading.enumerate() if t.name.startswith("zc-late")]
 
 
+class _CtrlCInTheJoin(InprocLauncher):
+    """Ctrl-C lands while the launcher waits for its rank threads."""
+
+    def _join(self, threads, group, host, deadline, cut_links=None):  # type: ignore[no-untyped-def]
+        if not group.failed.is_set():
+            raise KeyboardInterrupt
+        return super()._join(threads, group, host, deadline, cut_links)
+
+
+@pytest.mark.parametrize("aggregation", ["store", "dir"])
+def test_an_interrupted_launch_ends_its_rank_threads_before_it_returns(
+    tmp_path: Path, aggregation: str
+) -> None:
+    """The caller removes the launch's folders next (explore's working folder): a rank left
+    running wrote into them while they were removed, and the folder stayed behind."""
+    scenario = Scenario(
+        pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
+        phases=(Phase(2, 400, (CheckpointAt(50),)),),
+    )
+    out = tmp_path / "phase0"
+    out.mkdir()
+    spec = workload_spec(scenario, 0, out, tmp_path / "data")
+    if aggregation == "dir":
+        spec = dataclasses.replace(spec, aggregate_dir=str(tmp_path / "aggregate"))
+    spec_file = spec.write(out / "spec.json")
+    with _CtrlCInTheJoin(tmpdir=tmp_path / "tmp", join_grace_s=120.0) as launcher:
+        with pytest.raises(KeyboardInterrupt):
+            launcher(
+                LaunchSpec(
+                    entry="zephon_chaos.workload",
+                    module=True,
+                    args=[str(spec_file)],
+                    nproc=2,
+                    deadline_s=600,
+                    name="ctrlc",
+                )
+            )
+        assert not [t for t in threading.enumerate() if t.name.startswith("zc-ctrlc")]
+
+
 @pytest.mark.parametrize("aggregation", ["store_explicit", "dir"])
 def test_a_rank_waiting_on_a_peer_that_failed_is_torn_down_as_torchrun_would(
     runner: InprocScenarioRunner, aggregation: str, monkeypatch: pytest.MonkeyPatch
@@ -222,7 +263,6 @@ def test_a_rank_waiting_on_a_peer_that_failed_is_torn_down_as_torchrun_would(
     """Rank 0 enters its checkpoint; only then does rank 1 fail, so rank 0 waits in the round
     on a store or folder the launch does not own. Its group ends it there, as an agent kills
     a failed group's processes, instead of it failing later by Zephon's own timeout."""
-    import dataclasses
 
     import zephon_chaos.inproc.launcher as launcher
 
