@@ -174,3 +174,40 @@ class KeepKnown(ExampleDatabase):
 
     def move(self, src: bytes, dest: bytes, value: bytes) -> None:
         self.inner.move(src, dest, value)
+
+
+SUB_KEYS = (b"secondary", b"pareto")
+"""What Hypothesis's engine appends to a property's key (``ConjectureRunner.sub_key``)."""
+
+
+class PinnedKey(ExampleDatabase):
+    """A round's database under the explorer's key (:func:`database_key`): every key Hypothesis
+    derives from its digest of the round's property, the digest and its sub-keys, maps onto
+    ``key`` and its sub-keys. A wrapper, as Hypothesis's own ``ReadOnlyDatabase`` is, so that
+    the property carries no private attribute of Hypothesis's."""
+
+    def __init__(self, inner: ExampleDatabase, key: bytes) -> None:
+        super().__init__()
+        self.inner = inner
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"PinnedKey({self.inner!r}, {self.key!r})"
+
+    def _pinned(self, key: bytes) -> bytes:
+        for sub in SUB_KEYS:
+            if key.endswith(b"." + sub):
+                return self.key + b"." + sub
+        return self.key
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        yield from self.inner.fetch(self._pinned(key))
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(self._pinned(key), value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.inner.delete(self._pinned(key), value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.inner.move(self._pinned(src), self._pinned(dest), value)

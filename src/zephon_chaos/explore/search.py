@@ -27,6 +27,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Verbosity, given, seed, settings
 from hypothesis import Phase as HypothesisPhase
+from hypothesis.errors import FlakyFailure, Unsatisfiable
 from hypothesis.strategies import SearchStrategy
 
 from zephon_chaos.explore.activity import Activity, ActivityClock
@@ -45,6 +46,7 @@ from zephon_chaos.explore.config import (
 )
 from zephon_chaos.explore.database import (
     KeepKnown,
+    PinnedKey,
     SearchKey,
     close_database,
     database_key,
@@ -52,9 +54,15 @@ from zephon_chaos.explore.database import (
     shown,
 )
 from zephon_chaos.explore.findings import Finding, discard
-from zephon_chaos.explore.judged import EndShrinking, ShrinkStop, violation_type
+from zephon_chaos.explore.judged import (
+    EndShrinking,
+    ScenarioViolation,
+    ShrinkStop,
+    violation_type,
+)
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
+from zephon_chaos.explore.round_state import RoundStage, RoundState
 from zephon_chaos.explore.shard import round_seed, tier_order
 from zephon_chaos.explore.shrinking import ShrinkingMixin
 from zephon_chaos.explore.steer import RoundSteering
@@ -304,9 +312,14 @@ class Explorer(ShrinkingMixin):
         failure's signature raises (Hypothesis would otherwise slip to any smaller failure);
         another new one seen meanwhile keeps its smallest scenario and is polished later.
         """
-        raised: list[str] = []
-        failing: list[Scenario] = []
-        shrinking: list[bool] = []
+        state = RoundState()
+        key = self._database_key(tier)
+        # Every round, shard and process saves under one key (not Hypothesis's digest of this
+        # nested function): what a round saved, any round anywhere replays. An aimed round
+        # neither replays nor saves: its draws mean other scenarios than a plain round's, so
+        # a plain round's failure replayed here would pass and be deleted from the shared
+        # database, and one saved here would mislead plain rounds.
+        database = PinnedKey(self._database, key) if shared and self._database is not None else None
 
         def keep(flag: bool, save: bool = True) -> None:
             """Whether Hypothesis may delete the call's example (if it replayed one), and save
@@ -317,10 +330,7 @@ class Explorer(ShrinkingMixin):
         @settings(
             max_examples=examples,
             deadline=None,
-            # An aimed round neither replays nor saves: its draws mean other scenarios than a
-            # plain round's, so a plain round's failure replayed here would pass and be
-            # deleted from the shared database, and one saved here would mislead plain rounds.
-            database=self._database if shared else None,
+            database=database,
             derandomize=False,
             phases=[
                 HypothesisPhase.reuse,  # the shared database's failures first (none without)
@@ -336,15 +346,17 @@ class Explorer(ShrinkingMixin):
         @given(strategy)
         def prop(scenario: Scenario) -> None:
             keep(False)
-            if raised:
-                if not shrinking:
-                    if scenario != failing[0]:
-                        return  # the tail of a hill climb, after the round's failure: not run
-                    shrinking.append(True)  # the shrink phase's replay: it has just failed
-                    self._shrink_began[raised[0]] = self._clock.switch(stats, Activity.SHRINK)
-                    raise violation_type(raised[0])(raised[0])
+            if state.stage is RoundStage.FAILED:
+                assert state.sig is not None
+                if scenario != state.failing:
+                    return  # the tail of a hill climb, after the round's failure: not run
+                state.stage = RoundStage.SHRINKING  # the shrink phase's replay: it just failed
+                self._shrink_began[state.sig] = self._clock.switch(stats, Activity.SHRINK)
+                raise violation_type(state.sig)(state.sig)
+            if state.stage is RoundStage.SHRINKING:
+                assert state.sig is not None
                 try:
-                    self._shrink_step(tier, runner, scenario, deadline, stats, raised[0])
+                    self._shrink_step(tier, runner, scenario, deadline, stats, state.sig)
                 except EndShrinking:
                     keep(True, save=False)  # a candidate never run: no failure to share
                     raise
@@ -358,14 +370,8 @@ class Explorer(ShrinkingMixin):
             if sig is None or sig in self.settled:
                 keep(not judged.ran or sig is not None)  # a replay not run, or held: not fixed
                 return
-            raised.append(sig)
-            failing.append(scenario)
+            state.failed(sig, scenario)
             raise violation_type(sig)(sig)
-
-        # Every round, shard and process saves under one key (not Hypothesis's digest of this
-        # nested function): what a round saved, any round anywhere replays.
-        key = self._database_key(tier)
-        prop._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
 
         keep(False)
         stop: ShrinkStop | None = None
@@ -374,13 +380,17 @@ class Explorer(ShrinkingMixin):
                 prop()
         except EndShrinking as end:
             stop = end.reason
-        except Exception:  # Hypothesis's report of the failure this explorer holds already
-            pass
-        if not raised:
+        except ScenarioViolation:
+            pass  # Hypothesis's report of the failure this explorer holds already
+        except FlakyFailure:
+            pass  # the shrunk failure's last replay passed: the finding keeps what failed
+        except Unsatisfiable:
+            self._note_once(f"a {tier} round drew no scenario the rules accept")
+        if state.sig is None:
             return
-        sig = raised[0]
+        sig = state.sig
         self.settled.add(sig)
-        if not shrinking:  # Hypothesis ended without shrinking: polishing is all of it
+        if state.stage is not RoundStage.SHRINKING:  # no shrinking: polishing is all of it
             self._shrink_began[sig] = self._clock.switch(stats, Activity.SHRINK)
         try:
             if stop is ShrinkStop.ALLOWANCE and self._polishable(sig):
@@ -391,6 +401,10 @@ class Explorer(ShrinkingMixin):
             self._clock.switch(stats, Activity.SEARCH)
             if self.progress is not None:
                 self.progress.phase = "searching"
+
+    def _note_once(self, note: str) -> None:
+        if note not in self.result.notes:
+            self.result.notes.append(note)
 
     def _database_key(self, tier: str) -> bytes:
         cfg = self.config

@@ -26,6 +26,7 @@ from zephon_chaos.explore.config import BOTH_INPROC_SHARE, reserve_s
 from zephon_chaos.explore.database import (
     DatabaseError,
     KeepKnown,
+    PinnedKey,
     SearchKey,
     database_key,
     open_database,
@@ -222,7 +223,7 @@ def test_a_shrink_candidate_ended_unrun_is_not_saved(guarded: bool) -> None:
     failing: list[int] = []
 
     @settings(
-        database=db,
+        database=PinnedKey(db, b"k"),
         phases=[HypothesisPhase.generate, HypothesisPhase.shrink],
         report_multiple_bugs=False,
     )
@@ -238,11 +239,28 @@ def test_a_shrink_candidate_ended_unrun_is_not_saved(guarded: bool) -> None:
             failing.append(x)
             raise AssertionError(x)
 
-    prop._hypothesis_internal_database_key = b"k"  # type: ignore[attr-defined]
     with pytest.raises(EndShrinking):
         prop()
     saved = {choices_from_bytes(b) for b in db.fetch(b"k")}
     assert ((failing[0],) in saved) and (saved == {(failing[0],)}) is guarded, saved
+
+
+def test_every_key_hypothesis_derives_lands_under_the_pinned_one() -> None:
+    """Hypothesis keys a property by a digest of its source; the rounds' properties are one
+    nested function, so without the pin two explorers on different commits (or two tiers)
+    would mix or miss each other's failures. Its sub-keys stay apart under the pin."""
+    inner = InMemoryExampleDatabase()
+    db = PinnedKey(inner, b"pin")
+    digest = bytes(range(48))
+    db.save(digest, b"a")
+    db.save(digest + b".secondary", b"b")
+    db.save(digest + b".pareto", b"c")
+    db.move(digest, digest + b".secondary", b"a")
+    assert list(inner.fetch(b"pin")) == []
+    assert sorted(inner.fetch(b"pin.secondary")) == [b"a", b"b"]
+    assert list(db.fetch(b"other")) == [] and list(inner.fetch(b"pin.pareto")) == [b"c"]
+    db.delete(digest + b".pareto", b"c")
+    assert list(inner.fetch(b"pin.pareto")) == []
 
 
 def test_the_round_view_keeps_only_what_it_is_told_to(tmp_path: Path) -> None:
