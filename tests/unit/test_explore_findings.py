@@ -261,14 +261,18 @@ STUCK = "Thread 9 (idle): \"MainThread\"\n    _create_c10d_store (distributed/re
 
 
 def hung(ok: bool) -> SimpleNamespace:
-    """An outcome with what ``launch_reports`` reads: a passing reference, then a launch."""
+    """An outcome with what ``launch_reports`` reads: a passing reference, a launch judged,
+    then one whose group never formed (the runner keeps it apart: nothing of it is judged)."""
 
     def launch(name: str, ok: bool) -> SimpleNamespace:
         report = f"group {name!r}: passed its deadline\n--- stacks of rank 3 (pid 9) ---\n{STUCK}"
-        result = SimpleNamespace(name=name, ok=ok, report=lambda tail_lines: report)
-        return SimpleNamespace(result=result)
+        return SimpleNamespace(name=name, ok=ok, report=lambda tail_lines: report)
 
-    return SimpleNamespace(reference=launch("s5-reference", True), phases=[launch("s5-phase1", ok)])
+    return SimpleNamespace(
+        reference=SimpleNamespace(result=launch("s5-reference", True)),
+        phases=[SimpleNamespace(result=launch("s5-phase0", True))],
+        unformed=[launch("s5-phase1", ok)],
+    )
 
 
 def test_a_saved_finding_keeps_its_failed_launches_whole_reports(
@@ -282,6 +286,7 @@ def test_a_saved_finding_keeps_its_failed_launches_whole_reports(
     saved = {p.name: p for p in made.save(tmp_path, "cli")}
     text = saved[f"{made.file_stem()}.launches.txt"].read_text()
     assert "=== launch s5-phase1 ===" in text and "s5-reference" not in text
+    assert "s5-phase0" not in text
     assert f"--- stacks of rank 3 (pid 9) ---\n{STUCK}" in text
     assert launch_reports(hung(ok=True)) == ""  # type: ignore[arg-type]
 

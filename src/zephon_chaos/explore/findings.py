@@ -302,10 +302,11 @@ def launch_reports(outcome: ScenarioOutcome, tail_lines: int = LAUNCH_TAIL_LINES
     proof. The evidence keeps each process's innermost frame only, and a hang before any
     rank began (torch's own connect retries, logged on a rank's stderr) is triaged on the
     rest."""
+    results = [run.result for run in [outcome.reference, *outcome.phases] if run is not None]
     parts = [
-        f"=== launch {run.result.name} ===\n{run.result.report(tail_lines)}"
-        for run in [outcome.reference, *outcome.phases]
-        if run is not None and not run.result.ok
+        f"=== launch {result.name} ===\n{result.report(tail_lines)}"
+        for result in [*results, *outcome.unformed]
+        if not result.ok
     ]
     return "\n\n".join(parts) + "\n" if parts else ""
 

@@ -106,6 +106,9 @@ class ScenarioOutcome:
     (``runner.verify.Verification``): which, on how many ranks, and its verdict."""
     unjudged: list[tuple[int, Any]] = field(default_factory=list)
     """(launch, ``runner.verify.Unjudged``): merged checkpoints no verification resumed."""
+    unformed: list[GroupResult] = field(default_factory=list)
+    """Launches whose group never formed (a harness problem): nothing of them is judged, but
+    their logs and stacks are the evidence a triage of the harness needs."""
 
     @property
     def ok(self) -> bool:

@@ -322,6 +322,7 @@ class ScenarioRunner:
                 never = group_never_formed(f"phase {i}", result, launched)
                 if never is not None:  # it tested nothing: the scenario ends without a verdict
                     outcome.harness_problems.append(never)
+                    outcome.unformed.append(result)
                     return outcome
                 records = track.cumulative(launched)
                 outcome.problems += [p.in_phase(i) for p in dp_oracle.problems(records, phase.tp)]

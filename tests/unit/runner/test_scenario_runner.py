@@ -65,6 +65,8 @@ def test_a_phase_runs_under_its_derived_deadline_and_a_hang_says_why(tmp_path: P
         [problem] = outcome.harness_problems
         assert problem.gap is HarnessGap.GROUP_NEVER_FORMED
         assert f"\ndeadline {deadline_s:.0f}s = 3 x expected" in problem.describe()
+        [unformed] = outcome.unformed  # judged as nothing, kept as the triage's evidence
+        assert unformed.timed_out and unformed.name.endswith("phase0") and not outcome.phases
 
 
 def test_the_report_of_a_launch_that_hung_says_why_its_deadline_was_that_long(
