@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from zephon_chaos.diagnostics.frames import main_thread, parse_stacks
+
 if TYPE_CHECKING:  # types only: diagnostics sits below launch, which calls it at a deadline
     from zephon_chaos.launch.group import TorchrunGroup
     from zephon_chaos.procs import ProcId
@@ -135,6 +137,7 @@ def capture_stacks(
             )
     else:
         _run_pyspy(binary, attempts, end, per_call_s)
+        _run_pyspy(binary, [a for a in attempts if _in_torch_distributed(a)], end, per_call_s, True)
     _run_faulthandler([a for a in attempts if not a.text], end)
     out: dict[str, str] = {}
     for a in attempts:
@@ -145,12 +148,27 @@ def capture_stacks(
     return out
 
 
-def _run_pyspy(binary: str, attempts: list[_Attempt], end: float, per_call_s: float) -> None:
-    """One py-spy per process, all at once, each bounded by its own and the total deadline."""
+def _in_torch_distributed(attempt: _Attempt) -> bool:
+    """The process's main thread waits inside torch.distributed (forming its group, or a
+    store call): where it waits below Python (a connect's retries, a lock) shows only in its
+    native frames."""
+    thread = main_thread(parse_stacks(attempt.text), attempt.target.proc.pid)
+    return bool(thread and thread.frames and "/torch/distributed/" in thread.frames[0].file)
+
+
+def _run_pyspy(
+    binary: str, attempts: list[_Attempt], end: float, per_call_s: float, native: bool = False
+) -> None:
+    """One py-spy per process, all at once, each bounded by its own and the total deadline.
+
+    ``native``: dump again with native frames (py-spy pauses the process for that), replacing
+    the dump taken; where that fails, the first stays. Its Python frames are the same, and
+    native frames, which carry no line number, are skipped by every reader of frames."""
     running: list[tuple[_Attempt, subprocess.Popen[bytes]]] = []
     for a in attempts:
         pid = str(a.target.proc.pid)
-        argv = [binary, "dump", "--nonblocking", "--full-filenames", "--pid", pid]
+        mode = "--native" if native else "--nonblocking"
+        argv = [binary, "dump", mode, "--full-filenames", "--pid", pid]
         try:
             running.append(
                 (a, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
@@ -165,11 +183,12 @@ def _run_pyspy(binary: str, attempts: list[_Attempt], end: float, per_call_s: fl
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            a.problems.append(f"py-spy: no answer within {timeout:.1f}s")
+            if not native:
+                a.problems.append(f"py-spy: no answer within {timeout:.1f}s")
             continue
         if proc.returncode == 0 and out.strip():
             a.text = out.decode(errors="replace")
-        else:
+        elif not native:
             why = (err or out).decode(errors="replace").strip().splitlines()
             a.problems.append(f"py-spy: exit {proc.returncode}: {why[-1] if why else 'no output'}")
             if any("ermission" in line or "ptrace" in line for line in why):

@@ -150,3 +150,44 @@ def test_a_childs_rank_is_read_as_a_number_from_its_spawn_record() -> None:
     ``Who.rank`` must equal its rank's, or no proof groups them."""
     assert rank_of_record({"rank": "3"}) == 3 == Who("child", rank_of_record({"rank": "3"}), 1).rank
     assert rank_of_record({}) is None and rank_of_record({"rank": "x"}) is None
+
+
+FORMING = """\
+import datetime, sys
+import torch.distributed as dist
+print("forming", flush=True)
+dist.init_process_group(
+    "gloo", init_method=sys.argv[1], rank=1, world_size=2, timeout=datetime.timedelta(minutes=5)
+)
+"""
+
+
+def test_a_process_waiting_inside_torch_distributed_is_dumped_with_its_native_frames(
+    tmp_path: Path,
+) -> None:
+    """A rank that never joins its group waits below Python (the store client's connect
+    retries, a lock): its native frames say where. Its Python frames read the same."""
+    import socket
+
+    from zephon_chaos.diagnostics.frames import describe_stuck
+
+    with socket.socket() as reserved:  # bound, never listening: every connect is refused
+        reserved.bind(("127.0.0.1", 0))
+        url = f"tcp://127.0.0.1:{reserved.getsockname()[1]}"
+        proc = subprocess.Popen([sys.executable, "-c", FORMING, url], stdout=subprocess.PIPE)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == b"forming\n"
+            pid = proc_id(proc.pid)
+            assert pid is not None
+            end = time.monotonic() + 60
+            while True:  # torch's import and the rendezvous's first calls come before it
+                text = capture_stacks([Target("rank 1", pid, None)], budget_s=8)["rank 1"]
+                if "_create_c10d_store" in (describe_stuck(text, pid.pid) or ""):
+                    break
+                assert time.monotonic() < end, text
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+            assert proc.stdout is not None
+            proc.stdout.close()
+    assert "TCPStore::TCPStore (" in text, text
