@@ -219,6 +219,7 @@ class Explorer(ShrinkingMixin):
         """Run ``scenario``; None if a launch hit the budget's end rather than its deadline."""
         self._cut = False
         runner.deadline_s = flat_deadline_s(self.config.deadline_s, scenario)
+        runner.formation_ceiling_s = self.config.deadline_s  # worker processes start after it
         tier = self._tier_of(runner)
         if self._confirming:  # the confirmations after the search: charged to the run's tier
             self._clock.switch(self._stats(tier), Activity.CONFIRM)

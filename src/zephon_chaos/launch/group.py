@@ -229,9 +229,9 @@ class TorchrunGroup:
         return self.spec.formation is not None and self._formed_s is None
 
     def _deadline_s(self) -> float:
-        """The deadline from the start as known now: the ceiling while formation is awaited."""
+        """The deadline from the start as known now: the formation's own while awaited."""
         formation = self.spec.formation
-        return formation.ceiling_s if formation and self._forming() else self.spec.deadline_s
+        return formation.to_form_s if formation and self._forming() else self.spec.deadline_s
 
     def _look_for_formation(self) -> None:
         """Once the group formed, its deadline counts from then (``LaunchSpec.formation``)."""

@@ -24,13 +24,17 @@ class Formation:
 
     How long ranks take to start and form a process group on a loaded machine does not scale
     with anything measured beforehand; what follows formation does. Until ``formed()`` holds
-    the group has ``ceiling_s``; from then on ``after_s`` more, but never less than the
-    spec's ``deadline_s`` from the start, and never past ``ceiling_s``."""
+    the group has ``before_s`` (``ceiling_s`` where None, never more); from then on
+    ``after_s`` more, but never less than the spec's ``deadline_s`` from the start, and never
+    past ``ceiling_s``."""
 
     formed: Callable[[], bool]
     after_s: float
     ceiling_s: float
     poll_s: float = FORMATION_POLL_S
+    before_s: float | None = None
+    """The most the group may take to form, from the start: a ceiling that raised for what
+    follows formation (a pipeline's worker processes) does not stretch it."""
 
     def __post_init__(self) -> None:
         if self.after_s <= 0 or self.ceiling_s <= 0 or self.poll_s <= 0:
@@ -38,6 +42,13 @@ class Formation:
                 "a formation deadline needs positive after_s, ceiling_s and poll_s, got "
                 f"{self.after_s}, {self.ceiling_s}, {self.poll_s}"
             )
+        if self.before_s is not None and self.before_s <= 0:
+            raise ValueError(f"a formation deadline needs a positive before_s, got {self.before_s}")
+
+    @property
+    def to_form_s(self) -> float:
+        """The deadline from the start while the group has not formed."""
+        return self.ceiling_s if self.before_s is None else min(self.before_s, self.ceiling_s)
 
 
 LaunchLane = Literal["cli", "warm"]

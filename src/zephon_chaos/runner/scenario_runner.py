@@ -125,6 +125,12 @@ class ScenarioRunner:
             return deadline
         return deadline.capped(Ceiling(CeilingKind.BUDGET, cap(deadline.seconds)))
 
+    formation_ceiling_s: float | None = None
+    """The most a torchrun launch may take to form its group (every rank began its loop);
+    None: its deadline's ceiling. A ceiling raised for pipelines with worker processes
+    (``explore.config.WORKER_PROCESS_FACTOR``) is no reason to wait longer for a formation:
+    those processes start after it."""
+
     hang_signatures: Mapping[str, HangSignature] = MappingProxyType({})
     """Known hangs by id (injected, as ``deadline_cap`` is): a launch whose stacks show one
     after a quiet period is cut short as it (``runner.hangs``); none: every hang waits out
@@ -285,6 +291,9 @@ class ScenarioRunner:
                     spec = replace(spec, resume_on_restart=True)
                 self._launch_restarts = phase.max_restarts
                 context = LaunchContext(phase, out, next(iter(faults), None))
+                formation = formation_of(
+                    deadline, out, phase.world_size, self.formation_ceiling_s
+                )
                 with contextlib.ExitStack() as acting:
                     # The fault watchers outlast any deadline the launch may get: they end
                     # with it.
@@ -298,9 +307,9 @@ class ScenarioRunner:
                         phase.hosts,
                         deadline.seconds,
                         self._hang_watch(context, spec),
-                        formation_of(deadline, out, phase.world_size),
+                        formation,
                     )
-                passed(result, deadline)
+                passed(result, deadline, formation)
                 self._launch_restarts = 0
                 if world.place is not None and i < len(scenario.phases) - 1:
                     self.finish_launch()  # Zephon's teardown done before the next one looks
@@ -429,18 +438,29 @@ class ScenarioRunner:
         return measured
 
 
-def passed(result: GroupResult, deadline: Deadline) -> None:
+def passed(result: GroupResult, deadline: Deadline, formation: Formation | None = None) -> None:
     """A launch that passed its deadline says why the deadline was that long, in every
     summary of it (the problems and harness problems that quote one, a finding's evidence)."""
-    if result.timed_out:
-        result.notes.append(deadline.describe(result.formed_s))
+    if not result.timed_out:
+        return
+    if formation is not None and result.formed_s is None and result.cut_short is None:
+        result.notes.append(
+            f"its group never formed: {formation.to_form_s:.0f}s to form from the start; "
+            f"had it formed, {deadline.describe()}"
+        )
+        return
+    result.notes.append(deadline.describe(result.formed_s))
 
 
-def formation_of(deadline: Deadline, out: Path, world_size: int) -> Formation | None:
+def formation_of(
+    deadline: Deadline, out: Path, world_size: int, before_s: float | None = None
+) -> Formation | None:
     """Count a derived deadline from the launch's group formation (every rank began: its
-    first record), not its start (``runner.deadlines``, "Launch deadlines")."""
+    first record), not its start (``runner.deadlines``, "Launch deadlines"); ``before_s``:
+    the most the group may take to form (the ceiling where None or higher)."""
     after = deadline.after_formation_s
     if after is None or after <= 0:
         return None
-    return Formation(every_rank_began(out, world_size), after, deadline.ceiling.seconds)
+    ceiling = deadline.ceiling.seconds
+    return Formation(every_rank_began(out, world_size), after, ceiling, before_s=before_s)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch import GroupResult, LaunchSpec
 from zephon_chaos.launch.result import RankOutcome
+from zephon_chaos.launch.spec import Formation
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.workload.records import BEGAN_RECORD, RecordWriter
@@ -26,9 +27,11 @@ class Launches:
         self.workdir = workdir
         self.began = began
         self.seen: list[tuple[str, float]] = []
+        self.formations: list[Formation | None] = []
 
     def __call__(self, spec: LaunchSpec) -> GroupResult:
         self.seen.append((spec.name, spec.deadline_s))
+        self.formations.append(spec.formation)
         ranks = [RankOutcome(r, r, 0, 4242 + r, 0) for r in range(spec.nproc)]
         reference = spec.name.endswith("reference")
         out = Path(spec.args[0]).parent
@@ -64,7 +67,9 @@ def test_a_phase_runs_under_its_derived_deadline_and_a_hang_says_why(tmp_path: P
         assert deadline_s < FLAT_S / 2, "a launch of 0.1 s with a 2 s timeout"
         [problem] = outcome.harness_problems
         assert problem.gap is HarnessGap.GROUP_NEVER_FORMED
-        assert f"\ndeadline {deadline_s:.0f}s = 3 x expected" in problem.describe()
+        said = problem.describe()
+        assert f"\nits group never formed: {FLAT_S:.0f}s to form from the start" in said
+        assert f"had it formed, deadline {deadline_s:.0f}s = 3 x expected" in said
         [unformed] = outcome.unformed  # judged as nothing, kept as the triage's evidence
         assert unformed.timed_out and unformed.name.endswith("phase0") and not outcome.phases
 
@@ -79,3 +84,20 @@ def test_the_report_of_a_launch_that_hung_says_why_its_deadline_was_that_long(
     assert run.deadline.seconds == launches.seen[-1][1] < FLAT_S
     hung = "passed its deadline; no stacks captured and the whole tree killed"
     assert f"{hung}\n    {run.deadline.describe()}" in outcome.report()
+
+
+def test_a_group_gets_the_formation_ceiling_to_form_not_its_launchs_whole_ceiling(
+    tmp_path: Path,
+) -> None:
+    """Worker processes start after the group formed: a ceiling raised for them (explore's
+    WORKER_PROCESS_FACTOR) does not make a group that never forms wait longer. The report
+    says which deadline the launch ran out of."""
+    launches = Launches(tmp_path)
+    runner = ScenarioRunner(tmp_path / "runs", launcher=launches, deadline_s=3 * FLAT_S)
+    runner.formation_ceiling_s = FLAT_S
+    outcome = runner.run(SCENARIO)
+    formation = launches.formations[-1]
+    assert formation is not None and formation.ceiling_s == 3 * FLAT_S
+    assert formation.to_form_s == FLAT_S
+    [problem] = outcome.harness_problems
+    assert f"its group never formed: {FLAT_S:.0f}s to form from the start" in problem.describe()
