@@ -558,6 +558,11 @@ def test_a_torchrun_shard_leaves_to_the_in_process_shard_what_threads_reach() ->
     assert not set(cov.offered["torchrun"]) & threads
     raise_at_shard = cell(Dim.RANK_FAULT_POINT, "raise", "shard", "store", "none")
     assert raise_at_shard in threads and raise_at_shard not in cov.offered["torchrun"]
+    # The in-process shard leaves nothing to torchrun: it aims as if alone.
+    Options.left_to = None
+    inproc_alone = RoundSteering(Coverage(), "inproc", Options(), 1).aims()
+    Options.left_to = "torchrun"
+    assert inproc_alone and RoundSteering(Coverage(), "inproc", Options(), 1).aims() == inproc_alone
 
 
 def test_the_same_shard_of_two_seeds_merges(tmp_path: Path) -> None:
