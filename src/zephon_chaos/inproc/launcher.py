@@ -169,9 +169,13 @@ class InprocLauncher(Closing):
                 warnings.showwarning = router.show  # type: ignore[assignment]
                 for t in threads:
                     t.start()
-                timed_out = self._join(
-                    threads, group, host, started + spec.deadline_s, lambda: _cut_links(wspec)
-                )
+                try:
+                    timed_out = self._join(
+                        threads, group, host, started + spec.deadline_s, lambda: _cut_links(wspec)
+                    )
+                except KeyboardInterrupt:
+                    self._end_interrupted(threads, group, host, wspec, children_before)
+                    raise
                 if timed_out:
                     stacks = _stacks(threads)
                     group.torn_down_at = group.torn_down_at or time.monotonic()
@@ -183,10 +187,10 @@ class InprocLauncher(Closing):
                     for t in threads:
                         t.join(self.join_grace_s)
         finally:
-            if any(t.is_alive() for t in threads):
-                self._end_interrupted(threads, group, host, wspec, children_before)
             if host is not None:
                 self.pool.retire(host)
+            if any(t.is_alive() for t in threads):
+                group.fail("the launch was interrupted")
         result = _result(
             spec, spec_file, world, errors, tracebacks, finished_at, timed_out, stacks, started
         )
