@@ -189,6 +189,25 @@ def test_a_child_fault_is_refused_in_process_naming_the_field() -> None:
     assert inproc_refusal(workers_killed().validate()) is not None  # runner 'process'
 
 
+def _launch_of(
+    tmp_path: Path, scenario: Scenario, deadline_s: float, name: str, **spec: str
+) -> LaunchSpec:
+    """The launch of ``scenario``'s first phase on 2 rank threads (``spec``: fields of its
+    workload spec to set)."""
+    out = tmp_path / "phase0"
+    out.mkdir()
+    wspec = dataclasses.replace(workload_spec(scenario, 0, out, tmp_path / "data"), **spec)
+    spec_file = wspec.write(out / "spec.json")
+    return LaunchSpec(
+        entry="zephon_chaos.workload",
+        module=True,
+        args=[str(spec_file)],
+        nproc=2,
+        deadline_s=deadline_s,
+        name=name,
+    )
+
+
 def test_a_launch_past_its_deadline_stops_every_rank_thread(tmp_path: Path) -> None:
     """Threads cannot be killed: past the deadline they stop at their next step. The launcher
     joins them (the threads' own end is the event); the grace is only a bound, generous so
@@ -196,21 +215,8 @@ def test_a_launch_past_its_deadline_stops_every_rank_thread(tmp_path: Path) -> N
     import zephon  # noqa: F401  (imported up front: the deadline is for the rank loop)
 
     scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(2, 400),))
-    out = tmp_path / "phase0"
-    out.mkdir()
-    spec = workload_spec(scenario, 0, out, tmp_path / "data")
-    spec_file = spec.write(out / "spec.json")
     with InprocLauncher(tmpdir=tmp_path / "tmp", join_grace_s=120.0) as launcher:
-        result = launcher(
-            LaunchSpec(
-                entry="zephon_chaos.workload",
-                module=True,
-                args=[str(spec_file)],
-                nproc=2,
-                deadline_s=0.05,
-                name="late",
-            )
-        )
+        result = launcher(_launch_of(tmp_path, scenario, deadline_s=0.05, name="late"))
     assert result.timed_out and not result.ok
     assert set(result.stacks) == {"zc-late-rank0", "zc-late-rank1"} or result.stacks == {}
     assert not [t for t in threading.enumerate() if t.name.startswith("zc-late")]
@@ -235,24 +241,11 @@ def test_an_interrupted_launch_ends_its_rank_threads_before_it_returns(
         pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
         phases=(Phase(2, 400, (CheckpointAt(50),)),),
     )
-    out = tmp_path / "phase0"
-    out.mkdir()
-    spec = workload_spec(scenario, 0, out, tmp_path / "data")
-    if aggregation == "dir":
-        spec = dataclasses.replace(spec, aggregate_dir=str(tmp_path / "aggregate"))
-    spec_file = spec.write(out / "spec.json")
+    folder = {"aggregate_dir": str(tmp_path / "aggregate")} if aggregation == "dir" else {}
+    launch = _launch_of(tmp_path, scenario, deadline_s=600, name="ctrlc", **folder)
     with _CtrlCInTheJoin(tmpdir=tmp_path / "tmp", join_grace_s=120.0) as launcher:
         with pytest.raises(KeyboardInterrupt):
-            launcher(
-                LaunchSpec(
-                    entry="zephon_chaos.workload",
-                    module=True,
-                    args=[str(spec_file)],
-                    nproc=2,
-                    deadline_s=600,
-                    name="ctrlc",
-                )
-            )
+            launcher(launch)
         assert not [t for t in threading.enumerate() if t.name.startswith("zc-ctrlc")]
 
 
