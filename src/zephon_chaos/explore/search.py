@@ -232,9 +232,7 @@ class Explorer(ShrinkingMixin):
             r is not None and r.result.timed_out for r in [outcome.reference, *outcome.phases]
         ):
             discard(outcome)
-            note = "scenarios cut short by the end of the budget were dropped"
-            if note not in self.result.notes:
-                self.result.notes.append(note)
+            self._note_once("scenarios cut short by the end of the budget were dropped")
             return None
         return outcome
 

@@ -84,6 +84,7 @@ class RoundSteering:
     def _theirs(self) -> frozenset[Cell]:
         """The cells a sibling shard's tier reaches (``SearchOptions.left_to``): its own
         search reaches them at its pace, and its counts are not seen here, so aiming at them
+        would spend this tier's slow launches on what threads reach in a fraction of a
         second. Only the slow tier leaves cells to the fast one: the in-process tier leaves
         nothing to torchrun, whose space holds nearly all of its own (left to it, the
         in-process shards of seeds 260-264 aimed at nothing, and 44 cells of a rank's raise
