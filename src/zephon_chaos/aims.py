@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
-from zephon_chaos.scenario_rules import laid_out_tp
+from zephon_chaos.scenario_rules import STALLING_TOXICS, laid_out_tp
 from zephon_chaos.workload.spec import (
     AT_STEP,
     COLLECTIVE_FORMATS,
@@ -58,6 +58,18 @@ SETTING_LAUNCHES = 2
 each worker, so its scenario runs minutes; two launches still resume once."""
 
 
+WORKER_PROCESS_COST = 24
+"""A setting's or a child's aimed cell: its pipeline starts worker processes, each of which
+imports torch (58-85 s a scenario measured on torchrun, one cell each; docs/measurements.md)."""
+STALL_COST = 6
+"""A stalling link's cell (``timeout``): the stall holds the round up to its bounds (18 s a
+cell)."""
+HOSTED_COST = 3
+"""A hosted store's fault: the store is restarted, killed or stopped (10 s a cell)."""
+LAG_COST = 2
+"""A lagging rank's cell (5.5 s a cell)."""
+
+
 LAYOUT_PAIRS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "dp-only": ((1, 2), (2, 2)),
     "tp-only": ((1, 1), (1, 2)),
@@ -89,10 +101,25 @@ class Aim:
         return self.kind is AimKind.LINK and self.until != NEVER
 
     @property
+    def cost(self) -> int:
+        """What landing this aim's cell costs, in units of a rank fault's (about 3 s of a
+        torchrun launch): a drawn aim's odds go down by it (``strategies.aiming``), so that a
+        few slow cells do not take an aimed round's whole time."""
+        if self.kind in (AimKind.SETTING, AimKind.CHILD):
+            return WORKER_PROCESS_COST
+        if self.kind is AimKind.LINK and self.action in STALLING_TOXICS:
+            return STALL_COST
+        if self.kind is AimKind.HOSTED:
+            return HOSTED_COST
+        if self.kind is AimKind.LAG:
+            return LAG_COST
+        return 1
+
+    @property
     def group(self) -> tuple[str, ...]:
-        """The aims a search spreads its draws over evenly (then over each group's cells): a
-        fault kind and action, so that the 54 cells of one action do not crowd out the 3 of
-        another."""
+        """The aims a search draws among as one (by their cells and cost,
+        ``strategies.aiming.group_odds``), then among each group's cells: a fault kind and
+        action."""
         if self.heals:
             return (self.kind.value, "heals")
         if self.kind in (AimKind.RANK, AimKind.LINK) and self.role is not None:

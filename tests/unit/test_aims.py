@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from zephon_chaos.aims import (
     CHILD_POINTS,
     LAYOUT_PAIRS,
     SETTING_LAUNCHES,
+    WORKER_PROCESS_COST,
     Aim,
     AimKind,
     Draws,
@@ -25,6 +27,7 @@ from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.scenario_rules import HEALING_TOXICS, is_finite, normalised, violations
 from zephon_chaos.strategies import STORE_FAULT_TIMEOUT_S, scenarios
+from zephon_chaos.strategies.aiming import COST_SCALE, MIN_GROUP_CELLS, group_odds, one_aim
 from zephon_chaos.workload.spec import (
     CHILD_TARGETS,
     ROUND_END,
@@ -83,25 +86,43 @@ def test_aims_name_the_cells_never_reached_and_end_once_all_were() -> None:
     assert aims(space, counts) == ()
 
 
-def test_aims_go_to_kinds_of_fault_never_reached_first() -> None:
+def test_every_hole_is_aimed_at_whether_or_not_its_kind_was_reached() -> None:
     space = declare("torchrun", store_faults=True)
     cells = _aimable("torchrun")
     sigstops = [c for c in cells if _group(c) == ("rank fault", "sigstop")]
-    hosted = [c for c in cells if _group(c)[0] == "hosted store fault"]
-    assert len(sigstops) > 20 and len(hosted) >= 3
-    # One sigstop cell reached: sigstop is touched, every hosted-store action is not.
+    assert len(sigstops) > 20
+    # One sigstop cell reached: the other sigstop cells stay aims beside untouched kinds.
     counts = {sigstops[0]: 1}
-    firsts = aims(space, counts)
-    assert firsts and {a.group for a in firsts} == {
-        g for c in cells if not counts.get(c) and (g := _group(c)) != ("rank fault", "sigstop")
-    }
-    assert all(a.group != ("rank fault", "sigstop") for a in firsts)
-    # Once every group has a cell reached, every hole is aimed at.
-    touched = {}
-    for c in cells:
-        touched.setdefault(_group(c), c)
-    counts = {c: 1 for c in touched.values()}
-    assert aims(space, counts) == tuple(aim_at(c) for c in cells if c not in counts)
+    assert aims(space, counts) == tuple(aim_at(c) for c in cells if c != sigstops[0])
+
+
+def test_a_groups_odds_are_its_cells_over_their_cost_with_a_floor() -> None:
+    found = aims(declare("torchrun", store_faults=True), {})
+    odds = group_odds(found)
+    sigstop, mtp = ("rank fault", "sigstop"), ("pipeline setting", "mtp")
+    cells = Counter(a.group for a in found)
+    assert cells[sigstop] > MIN_GROUP_CELLS > cells[mtp] == 1
+    # A rank fault's cell costs one unit, a setting's (worker processes) the most: a
+    # group's aimed time goes as its cells (at least the floor), not as its cost.
+    assert odds[sigstop] == cells[sigstop] * COST_SCALE
+    assert odds[mtp] == MIN_GROUP_CELLS * COST_SCALE // WORKER_PROCESS_COST
+    for g, n in odds.items():
+        cost = max(a.cost for a in found if a.group == g)
+        assert n * cost == max(cells[g], MIN_GROUP_CELLS) * COST_SCALE
+
+
+def test_an_aim_draws_a_cheap_large_group_far_more_often_than_a_slow_cell() -> None:
+    found = aims(declare("torchrun", store_faults=True), {})
+    drawn: Counter[tuple[str, ...]] = Counter()
+
+    @settings(max_examples=300, deadline=None, database=None, derandomize=True)
+    @given(st.data())
+    def draw(data: st.DataObject) -> None:
+        drawn[data.draw(st.composite(lambda d: one_aim(d, found))()).group] += 1
+
+    draw()
+    sigstop, mtp = ("rank fault", "sigstop"), ("pipeline setting", "mtp")
+    assert drawn[sigstop] > 10 * max(drawn[mtp], 1)
 
 
 @pytest.mark.parametrize("setting", ["mtp", "process"])

@@ -1,10 +1,11 @@
 """Why a cell that some tier can reach was reached by none: the report's answer per hole.
 
 A count of zero says nothing of its cause. The search reaches a fault cell by plain draws at
-the strategies' odds, or by aiming at it (``explore.aiming``): breadth first, so a cell
-waits while kinds of fault with no cell reached come first, and only within the aimed share
-of a tier's search. So a hole is either out of the aims' reach, never aimed at, or aimed at
-without a launch landing in it; the report names which, and how often it was aimed at.
+the strategies' odds, or by aiming at it (``explore.aiming``): only within the aimed share
+of a tier's search, each kind of fault at odds set by its cells and their cost
+(``strategies.aiming.group_odds``). So a hole is either out of the aims' reach, never aimed
+at, or aimed at without a launch landing in it; the report names which, and how often it
+was aimed at.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from zephon_chaos.explore.cells import Cell
 class Unreached(enum.Enum):
     PLAIN_ONLY = "no aim targets it: plain draws alone reach it, at the strategies' odds"
     NEVER_AIMED = (
-        "never among a round's aims: aims go breadth first (a cell of every kind of fault "
-        "before more cells of one kind) and the search's aimed share ran out first"
+        "never among a round's aims: no tier that reaches it ran an aimed round while it "
+        "was a hole (the aimed share ran out, or the run was too short)"
     )
     MISSED = "among the aims of {rounds} aimed round(s); no launch drawn in them landed in it"
 

@@ -5,7 +5,7 @@ from it)."""
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from hypothesis import strategies as st
 
@@ -237,6 +237,8 @@ SHUFFLE_ODDS = (2, 2, 1, 1)
 DOWNSTREAM_SHUFFLE_ODDS = (1, 4, 1, 1)
 SHUFFLE_BUFFERS = (8, 1, 32)
 
+T = TypeVar("T")
+
 
 @cache
 def ints(lo: int, hi: int) -> st.SearchStrategy[int]:
@@ -250,9 +252,9 @@ def one_of(options: tuple[Any, ...]) -> st.SearchStrategy[Any]:
 
 
 @cache
-def weighted(options: tuple[str, ...], weights: tuple[int, ...]) -> st.SearchStrategy[str]:
+def weighted(options: tuple[T, ...], weights: tuple[int, ...]) -> st.SearchStrategy[T]:
     """``options[k]`` with odds ``weights[k]``, shrinking to ``options[0]``."""
-    cuts: list[tuple[int, str]] = []
+    cuts: list[tuple[int, T]] = []
     total = 0
     for option, weight in zip(options, weights, strict=True):
         total += weight
