@@ -122,7 +122,11 @@ class FaultVerdict:
     def ok(self) -> bool:
         return self.outcome != FINDING
 
-    def found(self, kind: Kind, text: str, rank: int | None = None) -> None:
+    def found(self) -> list[Problem]:
+        return list(self.problems)
+
+    def add(self, kind: Kind, text: str, rank: int | None = None) -> None:
+        """A problem of the round, at its checkpoint."""
         self.problems.append(Problem(Area.FAULT, kind, text, checkpoint=self.index, rank=rank))
 
     def describe(self) -> str:
@@ -211,7 +215,7 @@ def judge(
     verdict = FaultVerdict(outcome=FINDING, index=index)
     if result is not None and result.timed_out:
         stuck = "; ".join(f"{k}: {v}" for k, v in result.stuck_frames().items())
-        verdict.found(
+        verdict.add(
             Kind.HANG,
             f"hang: the group passed its deadline after {result.duration_s:.1f}s "
             f"(aggregate_timeout_s={timeout_s}); stuck at: {stuck or 'no stacks captured'}"
@@ -252,7 +256,7 @@ def judge(
         _check_cause(r, causes, verdict)
         bound = failure_bound_s(timeout_s)
         if verdict.durations[r.rank] > bound:
-            verdict.found(
+            verdict.add(
                 Kind.SLOW_FAILURE,
                 f"rank {r.rank} took {verdict.durations[r.rank]:.1f}s to fail one attempt, over "
                 f"the bound {bound:.1f}s (3 x aggregate_timeout_s {timeout_s} + 3 s)",
@@ -265,7 +269,7 @@ def judge(
                 "(its torchrun agent was gone)"
             )
         elif r.exitcode == 0:
-            verdict.found(
+            verdict.add(
                 Kind.NO_RECORD,
                 f"rank {r.rank} left no record of checkpoint {index} and ended {r.status}",
                 r.rank,
@@ -285,7 +289,7 @@ def judge(
     if ok and not failed and not gone:
         _check_consistent(ok, canonical_replicas, verdict)
         if expected_position is not None and position != expected_position:
-            verdict.found(
+            verdict.add(
                 Kind.MOVED,
                 f"checkpoint {index} completed at another position than the unfaulted run's "
                 f"(position digest {position} != {expected_position})"
@@ -308,7 +312,7 @@ def judge(
             verdict.evidence.append(f"rank {r.rank} failed: {(r.final.error or '')[:240]}")  # type: ignore[union-attr]
     else:
         outcome = FINDING
-        verdict.found(Kind.NO_RECORD, f"no rank recorded checkpoint {index}: {_statuses(rounds)}")
+        verdict.add(Kind.NO_RECORD, f"no rank recorded checkpoint {index}: {_statuses(rounds)}")
     verdict.outcome = FINDING if verdict.problems else outcome
     return verdict
 
@@ -330,7 +334,7 @@ def _first_split(rounds: list[RankRound]) -> str | None:
 
 def _check_faulted(r: RankRound, words: str, verdict: FaultVerdict) -> None:
     if words and words not in r.status:
-        verdict.found(
+        verdict.add(
             Kind.NOT_ENDED,
             f"rank {r.rank} was to be ended by the fault ({words}), but its wait status is "
             f"{r.status!r}",
@@ -350,7 +354,7 @@ def _check_cause(r: RankRound, causes: Causes, verdict: FaultVerdict) -> None:
     else:
         wanted = list(CAUSES)
     if not any(fragment in error for fragment in wanted):
-        verdict.found(
+        verdict.add(
             Kind.NO_CAUSE,
             f"rank {r.rank} failed with an error that names none of {wanted}: {error[:300]!r}",
             r.rank,
@@ -360,11 +364,11 @@ def _check_cause(r: RankRound, causes: Causes, verdict: FaultVerdict) -> None:
 def _check_consistent(ok: list[RankRound], c: int, verdict: FaultVerdict) -> None:
     digests = {r.rank: r.final.digest for r in ok if r.final is not None}
     if len(set(digests.values())) > 1:
-        verdict.found(Kind.INCONSISTENT, f"ranks returned different checkpoints: digests {digests}")
+        verdict.add(Kind.INCONSISTENT, f"ranks returned different checkpoints: digests {digests}")
     for r in ok:
         covered = r.final.lanes_covered if r.final else []
         if covered != list(range(c)):
-            verdict.found(
+            verdict.add(
                 Kind.COVERAGE, f"rank {r.rank}'s checkpoint covers lanes {covered}, not {c}", r.rank
             )
 

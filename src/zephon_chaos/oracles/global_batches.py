@@ -90,6 +90,9 @@ class Verdict:
     draws: DrawVerdict | None = None
     """Each rank's draws and trainer steps against the reference's (:func:`draws`)."""
 
+    def found(self) -> list[Problem]:
+        return list(self.problems)
+
     @property
     def streams_ok(self) -> bool:
         """The lane streams alone hold: what is wrong, if anything, is only in ranks' draws."""
