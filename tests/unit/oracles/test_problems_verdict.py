@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from zephon_chaos.oracles.checkpoints import CheckpointVerdict
 from zephon_chaos.oracles.dp_groups import GroupVerdict
 from zephon_chaos.oracles.faults import FaultVerdict
-from zephon_chaos.oracles.global_batches import Verdict
+from zephon_chaos.oracles.global_batches import Contract, Verdict
 from zephon_chaos.oracles.healing import HealOutcome, HealVerdict
 from zephon_chaos.oracles.liveness_model import LivenessBounds, LivenessVerdict
 from zephon_chaos.oracles.policies import PolicyProblem, PolicyProblemKind, PolicyVerdict
@@ -71,7 +71,7 @@ def test_the_shared_part_stays_out_of_a_verdict_s_fields() -> None:
 
 def test_every_oracle_s_verdict_has_the_one_shape() -> None:
     verdicts: list[OracleVerdict] = [
-        Verdict(True, "identical global batches"),
+        Verdict(True, Contract.IDENTICAL),
         CheckpointVerdict(ok=True),
         FaultVerdict("completed", 0),
         HealVerdict(HealOutcome.RECOVERED),
