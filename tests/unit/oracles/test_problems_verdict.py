@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from zephon_chaos.oracles.checkpoints import CheckpointVerdict
 from zephon_chaos.oracles.dp_groups import GroupVerdict
-from zephon_chaos.oracles.faults import FaultVerdict
+from zephon_chaos.oracles.faults import FaultOutcome, FaultVerdict
 from zephon_chaos.oracles.global_batches import Contract, Verdict
 from zephon_chaos.oracles.healing import HealOutcome, HealVerdict
 from zephon_chaos.oracles.liveness_model import LivenessBounds, LivenessVerdict
@@ -73,7 +73,7 @@ def test_every_oracle_s_verdict_has_the_one_shape() -> None:
     verdicts: list[OracleVerdict] = [
         Verdict(True, Contract.IDENTICAL),
         CheckpointVerdict(ok=True),
-        FaultVerdict("completed", 0),
+        FaultVerdict(FaultOutcome.COMPLETED, 0),
         HealVerdict(HealOutcome.RECOVERED),
         PolicyVerdict(0, "skip", 1.0),
         LivenessVerdict(0, 1.0, LivenessBounds()),
@@ -87,7 +87,7 @@ def test_every_oracle_s_verdict_has_the_one_shape() -> None:
 
 def test_a_verdict_with_problems_tells_them_through_the_shape() -> None:
     made = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 0 differs", checkpoint=0)
-    fault = FaultVerdict("finding", 1)
+    fault = FaultVerdict(FaultOutcome.FINDING, 1)
     fault.add(Kind.NO_RECORD, "no rank recorded checkpoint 1")
     verdicts: list[OracleVerdict] = [
         CheckpointVerdict(False, problems=[made]),
