@@ -3,13 +3,18 @@
 A finding's signature (``explore.signature``), the known defects (``explore.known``) and the
 reports read a problem's fields; its ``text`` is for people and is never parsed back, so
 rewording a message changes no signature and no rule order decides an area.
+
+Every oracle's verdict has one shape, :class:`OracleVerdict` (in the manner of Jepsen's
+``Checker``, whose ``check`` returns a validity map): whether it holds, and its problems
+through one method, ``found()``. The runner collects every verdict's problems the same way
+(:func:`found_in`); what else a verdict keeps is its own typed evidence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 
 class Area(StrEnum):
@@ -142,6 +147,31 @@ class Problem:
         return self.area is area and (not kinds or self.kind in kinds)
 
 
+@runtime_checkable
+class OracleVerdict(Protocol):
+    """The one shape of every oracle's verdict on a launch's records: ``ok``, whether they hold
+    to the oracle's promise, and ``found()``, its problems as :class:`Problem` values (made
+    where the oracle found them; none where it holds). A verdict keeps its own evidence
+    beside (a first divergence, an outcome, counts) for its reports."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def found(self) -> list[Problem]: ...
+
+
+def found_in(phase: int, *verdicts: OracleVerdict | None) -> list[Problem]:
+    """Every problem of ``verdicts`` in order (None: an oracle that did not judge), as the
+    scenario's launch ``phase`` (:meth:`Problem.in_phase`); a problem its oracle already
+    placed in a launch (its ``phase`` set) stays as made."""
+    return [
+        p if p.phase is not None else p.in_phase(phase)
+        for verdict in verdicts
+        if verdict is not None
+        for p in verdict.found()
+    ]
+
+
 class OracleProblem(Protocol):
     """An oracle's own record of a problem: its evidence, a line for people, a :class:`Problem`."""
 
@@ -154,7 +184,7 @@ _P = TypeVar("_P", bound=OracleProblem)
 
 
 class ProblemsVerdict(Generic[_P]):
-    """What a verdict kept as its oracle's own problem records makes of them: it holds when
+    """An :class:`OracleVerdict` that keeps its oracle's own problem records: it holds when
     there are none, and tells them as lines and as :class:`Problem` values alike everywhere.
     A dataclass subclass declares the ``problems`` field itself."""
 

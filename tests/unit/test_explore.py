@@ -20,7 +20,7 @@ from zephon_chaos.explore.findings import Finding
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.launch.result import GroupResult, RankOutcome
-from zephon_chaos.oracles.global_batches import Verdict
+from zephon_chaos.oracles.global_batches import Contract, Verdict
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import (
     ResumeFact,
@@ -61,9 +61,8 @@ def failed(error: str | None, timed_out: bool = False) -> GroupResult:
     return GroupResult("g", [1], [first], timed_out, 1.0, Path("."), [], first_failure=first)
 
 
-def batches(contract: str, kind: Kind) -> Verdict:
-    area = Area.BATCHES_IDENTICAL if contract.startswith("identical") else Area.BATCHES_MID_WINDOW
-    return Verdict(False, contract, [Problem(area, kind, str(kind))])
+def batches(contract: Contract, kind: Kind) -> Verdict:
+    return Verdict(False, contract, [Problem(contract.area, kind, str(kind))])
 
 
 SUCCEEDED = replace(failed(None), agent_returncodes=[0])
@@ -76,7 +75,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
     [
         (outcome([]), None),
         (
-            outcome([], batches("mid-window contract", Kind.MISSING), MID_RESIZE),
+            outcome([], batches(Contract.MID_WINDOW, Kind.MISSING), MID_RESIZE),
             "batches-mid-window.missing.resized.mid-window",
         ),
         (
@@ -84,7 +83,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
                 [],
                 Verdict(
                     False,
-                    "mid-window contract",
+                    Contract.MID_WINDOW,
                     [Problem(Area.BATCHES_MID_WINDOW, Kind.WINDOW, "window 0")],
                     missing=[(0, 0, 1)],
                 ),
@@ -93,7 +92,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
             "batches-mid-window.missing.resized.mid-window",
         ),
         (
-            outcome([], batches("identical global batches", Kind.DIVERGENT), SAME_BOUNDARY),
+            outcome([], batches(Contract.IDENTICAL, Kind.DIVERGENT), SAME_BOUNDARY),
             "batches-identical.divergent.same-size.boundary",
         ),
         (
@@ -120,7 +119,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
             # A launch failure outranks the batch comparison it makes meaningless.
             outcome(
                 [failed_launch(Area.LAUNCH, failed(None, timed_out=True), 1)],
-                batches("identical global batches", Kind.DUPLICATED),
+                batches(Contract.IDENTICAL, Kind.DUPLICATED),
                 MID_RESIZE,
             ),
             "launch.timeout.resized.mid-window",

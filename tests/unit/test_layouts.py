@@ -8,7 +8,7 @@ from zephon_chaos.explore.cells import Dim, LayoutChange, Why, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.space import declare
-from zephon_chaos.oracles.global_batches import Verdict
+from zephon_chaos.oracles.global_batches import Contract, Verdict
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import Resume, ResumeFact, ScenarioOutcome
 from zephon_chaos.scenario import Phase as Launch
@@ -129,7 +129,7 @@ def test_a_dp_group_divergence_has_a_signature_of_its_own() -> None:
         _two(Launch(4, 2, (CheckpointAt(2),), tp=2), Launch(2, 2)),
         None,
         problems=[line],
-        verdict=Verdict(True, "identical global batches"),
+        verdict=Verdict(True, Contract.IDENTICAL),
         resumes=[ResumeFact(1, 4, 2, False, 2, 1)],
     )
     assert signature(outcome) == "batches-identical.dp-group-diverged.resized.boundary"

@@ -54,8 +54,7 @@ def _first(problems: list[Problem], verdict: Verdict | None) -> tuple[Area, str]
     """The (area, kind) of highest precedence among the problems and the batch verdict."""
     found = [(p.area, p.kind) for p in problems]
     if verdict is not None and not verdict.ok:
-        exact = verdict.contract.startswith("identical")
-        found.append((Area.BATCHES_IDENTICAL if exact else Area.BATCHES_MID_WINDOW, verdict.kind))
+        found.append((verdict.contract.area, verdict.kind))
     return min(found, key=lambda ak: ak[0].precedence)
 
 

@@ -29,7 +29,7 @@ from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.launch.store_process import StoreAction, StoreEvent, StoreProcess
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Kind, Problem, found_in
 from zephon_chaos.scenario_rules import FOLLOWER_POINTS, round_point
 from zephon_chaos.workload.spec import PhaseTrigger, WorkloadSpec
 
@@ -192,7 +192,7 @@ class StoreFaultLaunch(LaunchFault):
             causes=STORE_CAUSES,
         )
         self.verdict.evidence[:0] = self.evidence
-        problems += [p.in_phase(run.index) for p in self.verdict.problems]
+        problems += found_in(run.index, self.verdict)
         return problems
 
     def ends(self, run: Any) -> bool:

@@ -35,7 +35,7 @@ from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.faults.process import ProcessFaultError, StopEvidence, wait_stopped
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Kind, Problem, found_in
 from zephon_chaos.procs import ProcId, start_ticks
 from zephon_chaos.scenario_rules import rank_point
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault, WorkloadSpec
@@ -221,7 +221,7 @@ class RoundFaultLaunch(LaunchFault):
             excused_s=excused,
         )
         self.verdict.evidence[:0] = self.evidence
-        problems += [p.in_phase(run.index) for p in self.verdict.problems]
+        problems += found_in(run.index, self.verdict)
         return problems
 
     def ends(self, run: Any) -> bool:

@@ -40,7 +40,7 @@ from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
 from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles import healing as healing_oracle
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Kind, Problem, found_in
 from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger, WorkloadSpec
 
@@ -183,7 +183,7 @@ class FaultedLaunch(LaunchFault):
             held=run.held,  # observed before the proxies closed
         )
         self.verdict.evidence[:0] = self.evidence
-        problems += [p.in_phase(run.index) for p in self.verdict.problems]
+        problems += found_in(run.index, self.verdict)
         if any(f.heals for f in self.faults) and not (run.result and run.result.timed_out):
             problems += self._judge_healing(run)
         return problems
@@ -218,7 +218,7 @@ class FaultedLaunch(LaunchFault):
                 "no rank recorded a heal: the faulted call never returned on its rank (a fault "
                 "that left no evidence is told above)"
             )
-        return [p.in_phase(run.index) for p in self.healing.problems]
+        return found_in(run.index, self.healing)
 
     def _fired(self, fault: Any, run: Any) -> str | None:
         phase, n = parse_at(fault.at)

@@ -48,9 +48,14 @@ def lost(facts: Iterable[CheckpointFacts], before: int) -> list[int]:
 
 @dataclass
 class CheckpointVerdict:
+    """The launch's checkpoints as the ranks recorded them (``facts``) and their problems."""
+
     ok: bool
     facts: list[CheckpointFacts] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+
+    def found(self) -> list[Problem]:
+        return list(self.problems)
 
 
 def gather(ranks: list[RankRecord]) -> list[CheckpointFacts]:

@@ -13,10 +13,10 @@ Where both ranks ended their loop, their counts must match too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zephon_chaos.lanes import dp_group
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Kind, Problem, ProblemsVerdict
 from zephon_chaos.workload.records import Batch, RankRecord, SampleId
 
 
@@ -39,6 +39,17 @@ class GroupDivergence:
             f"from rank {self.leader}'s (lane, ids): expected {self.expected}, "
             f"actual {self.actual}"
         )
+
+    def problem(self) -> Problem:
+        kind = Kind.DP_GROUP_DIVERGED
+        return Problem(Area.BATCHES_IDENTICAL, kind, self.describe(), rank=self.rank)
+
+
+@dataclass
+class GroupVerdict(ProblemsVerdict[GroupDivergence]):
+    """Every rank's first divergence from its DP group's representative, if any."""
+
+    problems: list[GroupDivergence] = field(default_factory=list)
 
 
 def representatives(ranks: list[RankRecord], tp: int) -> list[RankRecord]:
@@ -69,11 +80,8 @@ def divergences(ranks: list[RankRecord], tp: int) -> list[GroupDivergence]:
     return out
 
 
-def problems(ranks: list[RankRecord], tp: int) -> list[Problem]:
-    return [
-        Problem(Area.BATCHES_IDENTICAL, Kind.DP_GROUP_DIVERGED, d.describe(), rank=d.rank)
-        for d in divergences(ranks, tp)
-    ]
+def judge(ranks: list[RankRecord], tp: int) -> GroupVerdict:
+    return GroupVerdict(divergences(ranks, tp))
 
 
 def _first_difference(

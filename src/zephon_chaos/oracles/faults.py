@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,25 @@ from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.workload import persist
 from zephon_chaos.workload.records import CheckpointEvent, RankRecord
 
-COMPLETED, FAILED, SPLIT, SPLIT_RESOLVED, FINDING = (
-    "completed",
-    "failed",
-    "split",
-    "split_resolved",
-    "finding",
-)
+
+class FaultOutcome(StrEnum):
+    """What a faulted checkpoint round ended in (the module's docstring); the value is its
+    name in reports and in the explorer's cells."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SPLIT = "split"
+    SPLIT_RESOLVED = "split_resolved"
+    FINDING = "finding"
+
+
+# The outcomes by name, as the fault tests and the explorer's cells import them.
+COMPLETED = FaultOutcome.COMPLETED
+FAILED = FaultOutcome.FAILED
+SPLIT = FaultOutcome.SPLIT
+SPLIT_RESOLVED = FaultOutcome.SPLIT_RESOLVED
+FINDING = FaultOutcome.FINDING
+
 CAUSES: tuple[str, ...] = (
     "TCPStore",
     "Timed out",
@@ -111,7 +124,9 @@ class RankRound:
 
 @dataclass
 class FaultVerdict:
-    outcome: str
+    """The faulted checkpoint ``index``'s outcome, its evidence and its problems (a finding)."""
+
+    outcome: FaultOutcome
     index: int
     evidence: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -120,9 +135,13 @@ class FaultVerdict:
 
     @property
     def ok(self) -> bool:
-        return self.outcome != FINDING
+        return self.outcome != FaultOutcome.FINDING
 
-    def found(self, kind: Kind, text: str, rank: int | None = None) -> None:
+    def found(self) -> list[Problem]:
+        return list(self.problems)
+
+    def add(self, kind: Kind, text: str, rank: int | None = None) -> None:
+        """A problem of the round, at its checkpoint."""
         self.problems.append(Problem(Area.FAULT, kind, text, checkpoint=self.index, rank=rank))
 
     def describe(self) -> str:
@@ -205,36 +224,67 @@ def judge(
     data back (a latency toxic's delays, monotonic clock): the part of an attempt they
     overlap is the network's time, not Zephon's, and is not counted against the bound.
     """
-    faulted = dict(faulted or {})
-    excused = dict(excused_s or {})
-    held = dict(held or {})
-    verdict = FaultVerdict(outcome=FINDING, index=index)
+    verdict = FaultVerdict(FaultOutcome.FINDING, index)
     if result is not None and result.timed_out:
-        stuck = "; ".join(f"{k}: {v}" for k, v in result.stuck_frames().items())
-        verdict.found(
-            Kind.HANG,
-            f"hang: the group passed its deadline after {result.duration_s:.1f}s "
-            f"(aggregate_timeout_s={timeout_s}); stuck at: {stuck or 'no stacks captured'}"
-        )
+        _hang(result, timeout_s, verdict)
         return verdict
     rounds = rank_rounds(records, result, index)
-    ok, failed, gone = [], [], []
-    for r in rounds:
-        timed = [a for a in r.attempts if "ended_at" in a]
-        spans = [a["ended_at"] - a["started_at"] for a in timed]
-        delays = [overlap_s(held.get(r.rank, ()), a["started_at"], a["ended_at"]) for a in timed]
-        own = [span - delay for span, delay in zip(spans, delays, strict=True)]
-        longest = max(
-            own + ([r.final.duration_s] if r.final is not None and not r.attempts else [])
-            or [0.0]
+    ok, failed, gone = _parts(
+        rounds, dict(faulted or {}), dict(excused_s or {}), dict(held or {}), verdict
+    )
+    for r in failed:
+        _check_cause(r, causes, verdict)
+        _check_bound(r, timeout_s, verdict)
+    for r in gone:
+        _tell_gone(r, index, verdict)
+    first_split = _first_split(rounds)
+    if first_split:
+        verdict.evidence.append(first_split)
+    if ok and not failed and not gone:
+        _completed(ok, canonical_replicas, expected_position, position, verdict)
+        outcome = FaultOutcome.SPLIT_RESOLVED if first_split else FaultOutcome.COMPLETED
+    elif ok and (failed or gone):
+        outcome = FaultOutcome.SPLIT
+        verdict.evidence.append(
+            f"split: ranks {sorted(r.rank for r in ok)} returned checkpoint {index}, ranks "
+            f"{sorted(r.rank for r in failed + gone)} failed"
         )
-        verdict.durations[r.rank] = max(0.0, longest - excused.get(r.rank, 0.0))
-        if any(d > 0 for d in delays):
-            i = max(range(len(own)), key=own.__getitem__)
-            verdict.evidence.append(
-                f"rank {r.rank}'s link held its data back {delays[i]:.1f}s of its "
-                f"{spans[i]:.1f}s attempt (a toxic's delays): not counted against the bound"
-            )
+    elif failed or gone:
+        outcome = FaultOutcome.FAILED
+        for r in failed:
+            verdict.evidence.append(f"rank {r.rank} failed: {(r.final.error or '')[:240]}")  # type: ignore[union-attr]
+    else:
+        outcome = FaultOutcome.FINDING
+        verdict.add(Kind.NO_RECORD, f"no rank recorded checkpoint {index}: {_statuses(rounds)}")
+    verdict.outcome = FaultOutcome.FINDING if verdict.problems else outcome
+    return verdict
+
+
+def _hang(result: GroupResult, timeout_s: float, verdict: FaultVerdict) -> None:
+    """The group passed its deadline: a hang, where its ranks were stuck as evidence."""
+    stuck = "; ".join(f"{k}: {v}" for k, v in result.stuck_frames().items())
+    verdict.add(
+        Kind.HANG,
+        f"hang: the group passed its deadline after {result.duration_s:.1f}s "
+        f"(aggregate_timeout_s={timeout_s}); stuck at: {stuck or 'no stacks captured'}"
+    )
+
+
+def _parts(
+    rounds: list[RankRound],
+    faulted: Mapping[int, str],
+    excused: Mapping[int, float],
+    held: Mapping[int, Sequence[tuple[float, float]]],
+    verdict: FaultVerdict,
+) -> tuple[list[RankRound], list[RankRound], list[RankRound]]:
+    """The ranks that returned the checkpoint, those that failed it and those that left no
+    record of it (a rank the fault ended and that left none is in neither), each rank's
+    longest attempt timed on the way (:func:`_time_attempts`)."""
+    ok: list[RankRound] = []
+    failed: list[RankRound] = []
+    gone: list[RankRound] = []
+    for r in rounds:
+        _time_attempts(r, held.get(r.rank, ()), excused.get(r.rank, 0.0), verdict)
         if r.rank in faulted:
             _check_faulted(r, faulted[r.rank], verdict)
             if r.final is not None and r.final.ok:
@@ -248,69 +298,86 @@ def judge(
             ok.append(r)
         else:
             failed.append(r)
-    for r in failed:
-        _check_cause(r, causes, verdict)
-        bound = failure_bound_s(timeout_s)
-        if verdict.durations[r.rank] > bound:
-            verdict.found(
-                Kind.SLOW_FAILURE,
-                f"rank {r.rank} took {verdict.durations[r.rank]:.1f}s to fail one attempt, over "
-                f"the bound {bound:.1f}s (3 x aggregate_timeout_s {timeout_s} + 3 s)",
-                r.rank,
-            )
-    for r in gone:
-        if r.killed_by_harness:
-            verdict.evidence.append(
-                f"rank {r.rank} was ended by the harness before recording checkpoint {index} "
-                "(its torchrun agent was gone)"
-            )
-        elif r.exitcode == 0:
-            verdict.found(
-                Kind.NO_RECORD,
-                f"rank {r.rank} left no record of checkpoint {index} and ended {r.status}",
-                r.rank,
-            )
-        elif r.exitcode is None:
-            # No evidence either way: a finding needs a rank known to have ended well.
-            verdict.evidence.append(
-                f"rank {r.rank} left no record of checkpoint {index}; {r.status}"
-            )
-        else:
-            verdict.evidence.append(
-                f"rank {r.rank} was ended before recording checkpoint {index}: {r.status}"
-            )
-    first_split = _first_split(rounds)
-    if first_split:
-        verdict.evidence.append(first_split)
-    if ok and not failed and not gone:
-        _check_consistent(ok, canonical_replicas, verdict)
-        if expected_position is not None and position != expected_position:
-            verdict.found(
-                Kind.MOVED,
-                f"checkpoint {index} completed at another position than the unfaulted run's "
-                f"(position digest {position} != {expected_position})"
-            )
-        outcome = SPLIT_RESOLVED if first_split else COMPLETED
-        attempts = max(len(r.attempts) or 1 for r in ok)
-        digest = ok[0].final.digest if ok[0].final else None
+    return ok, failed, gone
+
+
+def _time_attempts(
+    r: RankRound, held: Sequence[tuple[float, float]], excused_s: float, verdict: FaultVerdict
+) -> None:
+    """The rank's longest attempt, less the time its link held data back (``held``) and the
+    time it was stopped (``excused_s``), into ``verdict.durations``."""
+    timed = [a for a in r.attempts if "ended_at" in a]
+    spans = [a["ended_at"] - a["started_at"] for a in timed]
+    delays = [overlap_s(held, a["started_at"], a["ended_at"]) for a in timed]
+    own = [span - delay for span, delay in zip(spans, delays, strict=True)]
+    longest = max(
+        own + ([r.final.duration_s] if r.final is not None and not r.attempts else [])
+        or [0.0]
+    )
+    verdict.durations[r.rank] = max(0.0, longest - excused_s)
+    if any(d > 0 for d in delays):
+        i = max(range(len(own)), key=own.__getitem__)
         verdict.evidence.append(
-            f"every rank returned checkpoint {index} (digest {digest}, {attempts} attempt(s))"
+            f"rank {r.rank}'s link held its data back {delays[i]:.1f}s of its "
+            f"{spans[i]:.1f}s attempt (a toxic's delays): not counted against the bound"
         )
-    elif ok and (failed or gone):
-        outcome = SPLIT
+
+
+def _check_bound(r: RankRound, timeout_s: float, verdict: FaultVerdict) -> None:
+    bound = failure_bound_s(timeout_s)
+    if verdict.durations[r.rank] > bound:
+        verdict.add(
+            Kind.SLOW_FAILURE,
+            f"rank {r.rank} took {verdict.durations[r.rank]:.1f}s to fail one attempt, over "
+            f"the bound {bound:.1f}s (3 x aggregate_timeout_s {timeout_s} + 3 s)",
+            r.rank,
+        )
+
+
+def _tell_gone(r: RankRound, index: int, verdict: FaultVerdict) -> None:
+    """A rank that left no record of the checkpoint: a problem only if it ended well."""
+    if r.killed_by_harness:
         verdict.evidence.append(
-            f"split: ranks {sorted(r.rank for r in ok)} returned checkpoint {index}, ranks "
-            f"{sorted(r.rank for r in failed + gone)} failed"
+            f"rank {r.rank} was ended by the harness before recording checkpoint {index} "
+            "(its torchrun agent was gone)"
         )
-    elif failed or gone:
-        outcome = FAILED
-        for r in failed:
-            verdict.evidence.append(f"rank {r.rank} failed: {(r.final.error or '')[:240]}")  # type: ignore[union-attr]
+    elif r.exitcode == 0:
+        verdict.add(
+            Kind.NO_RECORD,
+            f"rank {r.rank} left no record of checkpoint {index} and ended {r.status}",
+            r.rank,
+        )
+    elif r.exitcode is None:
+        # No evidence either way: a finding needs a rank known to have ended well.
+        verdict.evidence.append(f"rank {r.rank} left no record of checkpoint {index}; {r.status}")
     else:
-        outcome = FINDING
-        verdict.found(Kind.NO_RECORD, f"no rank recorded checkpoint {index}: {_statuses(rounds)}")
-    verdict.outcome = FINDING if verdict.problems else outcome
-    return verdict
+        verdict.evidence.append(
+            f"rank {r.rank} was ended before recording checkpoint {index}: {r.status}"
+        )
+
+
+def _completed(
+    ok: list[RankRound],
+    canonical_replicas: int,
+    expected_position: str | None,
+    position: str | None,
+    verdict: FaultVerdict,
+) -> None:
+    """Every rank returned the checkpoint: it must be the same one, covering every lane, where
+    the unfaulted run's stood."""
+    index = verdict.index
+    _check_consistent(ok, canonical_replicas, verdict)
+    if expected_position is not None and position != expected_position:
+        verdict.add(
+            Kind.MOVED,
+            f"checkpoint {index} completed at another position than the unfaulted run's "
+            f"(position digest {position} != {expected_position})"
+        )
+    attempts = max(len(r.attempts) or 1 for r in ok)
+    digest = ok[0].final.digest if ok[0].final else None
+    verdict.evidence.append(
+        f"every rank returned checkpoint {index} (digest {digest}, {attempts} attempt(s))"
+    )
 
 
 def _first_split(rounds: list[RankRound]) -> str | None:
@@ -330,7 +397,7 @@ def _first_split(rounds: list[RankRound]) -> str | None:
 
 def _check_faulted(r: RankRound, words: str, verdict: FaultVerdict) -> None:
     if words and words not in r.status:
-        verdict.found(
+        verdict.add(
             Kind.NOT_ENDED,
             f"rank {r.rank} was to be ended by the fault ({words}), but its wait status is "
             f"{r.status!r}",
@@ -350,7 +417,7 @@ def _check_cause(r: RankRound, causes: Causes, verdict: FaultVerdict) -> None:
     else:
         wanted = list(CAUSES)
     if not any(fragment in error for fragment in wanted):
-        verdict.found(
+        verdict.add(
             Kind.NO_CAUSE,
             f"rank {r.rank} failed with an error that names none of {wanted}: {error[:300]!r}",
             r.rank,
@@ -360,11 +427,11 @@ def _check_cause(r: RankRound, causes: Causes, verdict: FaultVerdict) -> None:
 def _check_consistent(ok: list[RankRound], c: int, verdict: FaultVerdict) -> None:
     digests = {r.rank: r.final.digest for r in ok if r.final is not None}
     if len(set(digests.values())) > 1:
-        verdict.found(Kind.INCONSISTENT, f"ranks returned different checkpoints: digests {digests}")
+        verdict.add(Kind.INCONSISTENT, f"ranks returned different checkpoints: digests {digests}")
     for r in ok:
         covered = r.final.lanes_covered if r.final else []
         if covered != list(range(c)):
-            verdict.found(
+            verdict.add(
                 Kind.COVERAGE, f"rank {r.rank}'s checkpoint covers lanes {covered}, not {c}", r.rank
             )
 

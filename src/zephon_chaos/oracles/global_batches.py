@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from zephon_chaos.oracles.dp_groups import representatives
 from zephon_chaos.oracles.rank_draws import (
@@ -78,10 +79,33 @@ class Divergence:
         )
 
 
+class Contract(StrEnum):
+    """What a comparison holds a run to; the value is its name in reports."""
+
+    IDENTICAL = "identical global batches"
+    """Exact identity: every lane's stream equals the reference's."""
+    MID_WINDOW = "mid-window contract (windows as multisets)"
+    """After a mid-window checkpoint resumed on other DP groups: each lane gapless and
+    duplicate-free, each window's multiset of samples equal."""
+
+    @classmethod
+    def of(cls, exact: bool) -> Contract:
+        return cls.IDENTICAL if exact else cls.MID_WINDOW
+
+    @property
+    def exact(self) -> bool:
+        return self is Contract.IDENTICAL
+
+    @property
+    def area(self) -> Area:
+        """The area of the problems found under it (a finding's signature names it)."""
+        return Area.BATCHES_IDENTICAL if self.exact else Area.BATCHES_MID_WINDOW
+
+
 @dataclass
 class Verdict:
     ok: bool
-    contract: str
+    contract: Contract
     problems: list[Problem] = field(default_factory=list)
     first_divergence: Divergence | None = None
     missing: list[SampleId] = field(default_factory=list)
@@ -89,6 +113,9 @@ class Verdict:
     steps_compared: int = 0
     draws: DrawVerdict | None = None
     """Each rank's draws and trainer steps against the reference's (:func:`draws`)."""
+
+    def found(self) -> list[Problem]:
+        return list(self.problems)
 
     @property
     def streams_ok(self) -> bool:
@@ -159,8 +186,8 @@ def compare(
     exact: bool,
 ) -> Verdict:
     """Compare ``actual`` with ``reference`` over each lane's expected length."""
-    contract = "identical global batches" if exact else "mid-window contract (windows as multisets)"
-    area = Area.BATCHES_IDENTICAL if exact else Area.BATCHES_MID_WINDOW
+    contract = Contract.of(exact)
+    area = contract.area
     problems: list[Problem] = []
 
     def found(kind: Kind, text: str) -> None:

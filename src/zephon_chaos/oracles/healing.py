@@ -99,6 +99,9 @@ class HealVerdict:
     def ok(self) -> bool:
         return not self.problems
 
+    def found(self) -> list[Problem]:
+        return list(self.problems)
+
 
 def heals_of(records: Sequence[RankRecord]) -> list[Heal]:
     """Every heal the ranks recorded, in rank order."""

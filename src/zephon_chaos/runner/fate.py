@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.harness_problem import HarnessProblem
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Kind, Problem, found_in
 from zephon_chaos.runner.checks import (
     crash_problems,
     expected_failure_problems,
@@ -87,7 +87,7 @@ def phase_fate(
     assert run.policy is not None  # the runner judges the policy before the fate
     if not result.ok and not result.timed_out and run.policy.failed_by_arrival:
         return PhaseFate(Fate.LATE, survivor, found)
-    checkpoints = [p.in_phase(i) for p in run.checkpoints.problems]
+    checkpoints = found_in(i, run.checkpoints)
     last = i == len(scenario.phases) - 1
     if result.ok and phase.retry == "skip" and survivor is None and not last:
         return PhaseFate(Fate.SKIPPED, None, found + checkpoints)

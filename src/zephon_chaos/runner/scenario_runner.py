@@ -25,7 +25,7 @@ from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
 from zephon_chaos.oracles import policies as policy_oracle
-from zephon_chaos.problem import Area
+from zephon_chaos.problem import Area, found_in
 from zephon_chaos.runner.checks import (
     child_fault_gaps,
     failed_launch,
@@ -334,7 +334,7 @@ class ScenarioRunner:
                     outcome.unformed.append(result)
                     return outcome
                 records = track.cumulative(launched)
-                outcome.problems += [p.in_phase(i) for p in dp_oracle.problems(records, phase.tp)]
+                outcome.problems += found_in(i, dp_oracle.judge(records, phase.tp))
                 c = scenario.canonical_replicas(i)
                 cps = ckpt_oracle.check(
                     records,
@@ -352,9 +352,8 @@ class ScenarioRunner:
                     outcome.problems.append(restarted.failed)  # torchrun restarted it too
                     return outcome
                 run.liveness = liveness_oracle.judge_run(run)
-                outcome.problems += run.liveness.found()
                 run.policy = policy_oracle.judge_run(run)
-                outcome.problems += run.policy.found()
+                outcome.problems += found_in(i, run.liveness, run.policy)
                 verify_run(self._verification, scenario, run, reference, outcome)
                 judged = phase_fate(scenario, run, faults)
                 outcome.problems += judged.problems

@@ -301,6 +301,6 @@ def verify_run(
                     text=f"phase {i}: {target.returned.describe()}, resumed on "
                     f"{target.world_size} rank(s): {p.text}",
                 )
-                for p in done.verdict.problems
+                for p in done.verdict.found()
             ]
         outcome.problems += done.problems

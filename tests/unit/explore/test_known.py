@@ -189,11 +189,11 @@ def _killed_at(at: str, world: int, leader_s: float, action: str = "kill") -> ob
     from types import SimpleNamespace
 
     from zephon_chaos.faults.hosted_store import StoreFaultLaunch
-    from zephon_chaos.oracles.faults import FaultVerdict
+    from zephon_chaos.oracles.faults import FaultOutcome, FaultVerdict
     from zephon_chaos.scenario import StoreFault
 
     fault = StoreFaultLaunch(StoreFault(action, at), store=None, timeout_s=2.0)  # type: ignore[arg-type]
-    fault.verdict = FaultVerdict("failed", 0, durations={0: leader_s, 1: 0.1})
+    fault.verdict = FaultVerdict(FaultOutcome.FAILED, 0, durations={0: leader_s, 1: 0.1})
     fault.acted = acted(action)  # what the watcher did at the point: the trigger happened
     run = SimpleNamespace(
         index=0, fault=fault, liveness=None, phase=SimpleNamespace(world_size=world)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zephon_chaos.oracles.dp_groups import divergences, problems, representatives
+from zephon_chaos.oracles.dp_groups import divergences, judge, representatives
 from zephon_chaos.oracles.global_batches import PhaseRecords, assemble, lane_streams
 from zephon_chaos.workload.records import Batch, RankRecord
 
@@ -33,7 +33,7 @@ def _group_records(tp: int = 2, steps: int = 3, ended: bool = True) -> list[Rank
 
 def test_identical_groups_pass() -> None:
     assert divergences(_group_records(), tp=2) == []
-    assert problems(_group_records(tp=1), tp=1) == []
+    assert judge(_group_records(tp=1), tp=1).found() == []
 
 
 def test_a_planted_divergence_inside_a_dp_group_is_caught_with_its_evidence() -> None:
@@ -44,7 +44,7 @@ def test_a_planted_divergence_inside_a_dp_group_is_caught_with_its_evidence() ->
     assert (found.group, found.leader, found.rank, found.position) == (1, 2, 3, 4)
     assert found.expected == (2, [(0, 2, 4), (0, 2, 5)])
     assert found.actual == (2, [(0, 2, 5)])
-    text = problems(records, tp=2)[0].text
+    text = judge(records, tp=2).found()[0].text
     assert text.startswith("DP group 1 diverged: rank 3's batch 4")
 
 

@@ -65,6 +65,15 @@ def judge(records: list[RankRecord], result: GroupResult | None = None, **kw: An
     return oracle.judge(records, result, index=1, canonical_replicas=2, timeout_s=T, **kw)
 
 
+def test_an_outcome_is_a_value_told_by_its_name() -> None:
+    names = ["completed", "failed", "split", "split_resolved", "finding"]
+    assert [o.value for o in oracle.FaultOutcome] == names
+    assert (oracle.COMPLETED, oracle.FAILED, oracle.FINDING) == ("completed", "failed", "finding")
+    verdict = judge([rank(0, failed("Timed out")), rank(1, failed("TCPStore"))], group(1, 1))
+    assert verdict.outcome is oracle.FaultOutcome.FAILED and verdict.ok
+    assert verdict.describe().startswith("checkpoint 1: failed\n")
+
+
 def test_every_rank_returning_the_same_checkpoint_is_completed() -> None:
     verdict = judge([rank(0, ok()), rank(1, ok())], expected_position="p", position="p")
     assert verdict.outcome == oracle.COMPLETED, verdict.describe()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from zephon_chaos.oracles.global_batches import compare
+from zephon_chaos.oracles.global_batches import Contract, compare
+from zephon_chaos.problem import Area
 
 REF = {lane: [[(0, lane, 4 * s + k) for k in range(4)] for s in range(4)] for lane in range(3)}
 FULL = {lane: 4 for lane in REF}
@@ -47,6 +48,27 @@ def test_exact_contract_names_the_first_divergence(how, step, lane, evidence) ->
     assert verdict.first_divergence is not None
     assert (verdict.first_divergence.step, verdict.first_divergence.lane) == (step, lane)
     assert evidence in verdict.describe()
+
+
+@pytest.mark.parametrize(
+    ("exact", "contract", "area", "text"),
+    [
+        (True, Contract.IDENTICAL, Area.BATCHES_IDENTICAL, "identical global batches"),
+        (
+            False,
+            Contract.MID_WINDOW,
+            Area.BATCHES_MID_WINDOW,
+            "mid-window contract (windows as multisets)",
+        ),
+    ],
+)
+def test_the_verdict_states_its_contract_as_a_value(exact, contract, area, text) -> None:
+    verdict = compare(REF, mutate("skip"), FULL, exact=exact)
+    assert verdict.contract is contract and contract.exact is exact and contract.area is area
+    assert {p.area for p in verdict.found()} == {area}
+    assert verdict.describe().startswith(f"VIOLATION of {text}:")
+    held = compare(REF, REF, FULL, exact=exact)
+    assert held.describe() == f"ok ({text}, 4 global steps compared)"
 
 
 def test_mid_window_contract_allows_a_permuted_window_but_not_a_lost_sample() -> None:
