@@ -4,7 +4,7 @@ Three ways to pay for the same three launches (reference W=2, save W=2, resume W
 the scenario via the CLI path (``python -m torch.distributed.run`` per launch), the same
 scenario via the warm lane (agents and workers forked from a pre-warmed server; the server's
 one-time start is printed apart), the scenario as three bare ``torchrun --standalone -m
-zephon_chaos.workload SPEC`` launches (the same rank program and specs, none of the harness:
+zephon_chaos.rank SPEC`` launches (the same rank program and specs, none of the harness:
 no log directory, spawn hook, PID records or deadline), and, for scale, three bare launches of
 a trivial gloo script (no Zephon import in the ranks). Alternated per round. Targets: warm at
 least 2x faster than CLI, and CLI <= 1.3x the same scenario launched bare. Bounded by

@@ -2,7 +2,7 @@
 
 The scenario: reference at W=2, save at step 2 at W=2, resume at W=3 (``ScenarioRunner``, the
 real workload, records, oracles). The bare side: the same three launches of the workload as
-a person types them, ``torchrun --standalone -m zephon_chaos.workload SPEC``, with none of the
+a person types them, ``torchrun --standalone -m zephon_chaos.rank SPEC``, with none of the
 harness. Alternated in one run; prints the times, medians and the ratio. Target: scenario /
 bare <= 1.3. Bounded by --max-seconds (170). ``launch.py`` adds the warm lane beside these.
 

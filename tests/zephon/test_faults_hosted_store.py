@@ -17,10 +17,10 @@ import pytest
 
 from zephon_chaos.deployment import Deployment
 from zephon_chaos.explore import known
-from zephon_chaos.faults.hosted_store import StoreFaultLaunch, writer_of
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.faults.restart import restored_from
 from zephon_chaos.launch.store_process import StoreAction
+from zephon_chaos.nemeses.hosted_store import StoreFaultLaunch, writer_of
 from zephon_chaos.oracles.faults import COMPLETED, FAILED
 from zephon_chaos.scenario import Phase, Scenario, StoreFault
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from zephon_chaos.faults.interposer import read_events
-from zephon_chaos.faults.round_faults import DEATH_WORDS, RoundFaultLaunch
+from zephon_chaos.nemeses.round_faults import DEATH_WORDS, RoundFaultLaunch
 from zephon_chaos.oracles import faults as oracle
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
@@ -197,7 +197,7 @@ def test_a_stalled_link_is_the_known_defect_within_a_short_deadline(resume_check
     others wait for it in the agreement, the launch ends at its short deadline, and the
     outcome is the known stalled-link defect, nothing else."""
     from zephon_chaos.explore.known import STALLED_STORE_LINK, explaining, unexplained
-    from zephon_chaos.faults.scenario_proxy import stall_deadline_s
+    from zephon_chaos.nemeses.scenario_proxy import stall_deadline_s
 
     stall = ProxyFault(1, "timeout", {"timeout": 0}, at="shard#2")
     scenario = Scenario(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
+from zephon_chaos.nemeses.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as oracle
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec
@@ -450,8 +450,8 @@ def test_a_peer_lost_before_the_lockstep_meeting_is_a_cause_not_a_finding(resume
     its first batch; rank 1, waiting for it in the meeting before checkpoint 0, fails on the
     closed gloo connection. It never reached Zephon's round: that is its cause, named."""
     from zephon_chaos.explore.known import judged_ok, unexplained
+    from zephon_chaos.rank.meetings import MEETING_LOST
     from zephon_chaos.scenario import Phase, ProxyFault, Scenario
-    from zephon_chaos.workload.meetings import MEETING_LOST
     from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
     scenario = Scenario(

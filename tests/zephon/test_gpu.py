@@ -156,7 +156,7 @@ def test_checkpoint_round_faults_on_nccl_fail_in_words(
         backend="nccl",
     )
     result = torchrun_group(
-        "zephon_chaos.workload", module=True, args=[str(spec.write(out / "spec.json"))], nproc=2
+        "zephon_chaos.rank", module=True, args=[str(spec.write(out / "spec.json"))], nproc=2
     )
     assert not result.ok and not result.timed_out, result.summary()
     records = read_phase(out, 2)
@@ -171,8 +171,8 @@ def test_checkpoint_round_faults_on_nccl_fail_in_words(
 def test_batches_move_to_the_device_with_their_ids(tmp_path: Path) -> None:
     """The move itself, on the CPU device: ids become a tensor whose sum is recorded."""
     torch = pytest.importorskip("torch")
+    from zephon_chaos.rank.main import _to_device
     from zephon_chaos.workload.data import build_pipeline
-    from zephon_chaos.workload.main import _to_device
 
     pipe = build_pipeline(
         DataSpec(),

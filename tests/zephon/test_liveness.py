@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from zephon_chaos.faults.store_proxies import DOWN
+from zephon_chaos.nemeses.store_proxies import DOWN
 from zephon_chaos.oracles.liveness import Effect, LivenessBounds, Stall, Step
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec

@@ -109,7 +109,7 @@ def _cut_in_round(chaos_hosts, root: Path, kind: CutKind) -> CutRound:  # type: 
     spec_file = spec.write(out / "spec.json")
     group = chaos_hosts.spawn(
         LaunchSpec(
-            entry="zephon_chaos.workload",
+            entry="zephon_chaos.rank",
             module=True,
             args=[str(spec_file)],
             nproc=1,

@@ -47,7 +47,7 @@ def _launch_workload(torchrun_group, spec: WorkloadSpec, nproc: int = 2):
     out = Path(spec.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return torchrun_group(
-        "zephon_chaos.workload",
+        "zephon_chaos.rank",
         module=True,
         args=[str(spec.write(out / "spec.json"))],
         nproc=nproc,

@@ -115,7 +115,7 @@ def bare_scenario(root: Path) -> float:
 
 def bare_workload_scenario(root: Path, name: str) -> float:
     """Seconds of the scenario's own three launches, each typed as a person would:
-    ``torchrun --standalone -m zephon_chaos.workload SPEC``. The runner writes the specs and
+    ``torchrun --standalone -m zephon_chaos.rank SPEC``. The runner writes the specs and
     judges the records (so the bare launches provably did the scenario's work); only the
     launches' own seconds count."""
     work = root / name

@@ -15,10 +15,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from zephon_chaos.faults.scenario_proxy import parse_at
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.exitcodes import signal_name
 from zephon_chaos.launch.result import CutShort, RankOutcome, error_type
+from zephon_chaos.nemeses.scenario_proxy import parse_at
 from zephon_chaos.oracles.dp_groups import representatives
 from zephon_chaos.oracles.liveness_model import Step
 from zephon_chaos.problem import Problem

@@ -18,7 +18,7 @@ from zephon_chaos.explore.cells import (
     map_stage,
 )
 from zephon_chaos.explore.space import Space
-from zephon_chaos.faults.round_faults import RoundFaultLaunch
+from zephon_chaos.nemeses.round_faults import RoundFaultLaunch
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import (

@@ -1,8 +1,8 @@
 """What gloo's all-reduce is to a launch's rank processes, for its rank threads.
 
 A torchrun rank meets its peers before each lockstep checkpoint and agrees with them after
-each attempt under the lockstep and skip policies (``workload.meetings.meet`` and
-``workload.hooks.agree``, all-reduces over the process group). Rank threads have no process
+each attempt under the lockstep and skip policies (``rank.meetings.meet`` and
+``rank.hooks.agree``, all-reduces over the process group). Rank threads have no process
 group; without these a thread whose ``checkpoint()`` failed at once ran on to its next
 checkpoint while its peers still waited in the failed round, and joined that round with a
 later shard: a failure no lockstep trainer can meet, reported as Zephon's. Every rank makes

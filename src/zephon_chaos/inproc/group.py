@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zephon_chaos.inproc.collective import CollectiveBroken, ThreadCollective
-from zephon_chaos.workload.hooks import RankHooks
+from zephon_chaos.rank.hooks import RankHooks
 
 
 # GroupStopped and GroupTornDown stay outside the ChaosError tree (``zephon_chaos.errors``):

@@ -1,7 +1,7 @@
 """A launcher (``LaunchSpec -> GroupResult``) whose ranks are threads of this interpreter.
 
 It reads the same workload spec file torchrun's ranks read and runs
-:func:`zephon_chaos.workload.main.run_rank` once per rank in a thread, so records,
+:func:`zephon_chaos.rank.main.run_rank` once per rank in a thread, so records,
 checkpoints and plants are byte-for-byte the workload's. Aggregation ``store`` gets a
 TCPStore hosted for the launch (as torchrun's agent hosts one per launch), named
 explicitly because threads share ``os.environ``.
@@ -42,11 +42,11 @@ from zephon_chaos.inproc.stores import StorePool
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.launch.spec import LaunchSpec
+from zephon_chaos.rank.main import run_rank
 from zephon_chaos.scenario import checkpoints_before_faults
-from zephon_chaos.workload.main import run_rank
 from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, WorkloadSpec
 
-WORKLOAD_MODULE = "zephon_chaos.workload"
+WORKLOAD_MODULE = "zephon_chaos.rank"
 STOPPED_EXITCODE = -15
 """What a rank stopped with its group reports: torchrun ends the survivors with SIGTERM."""
 

@@ -40,7 +40,7 @@ Launcher = Callable[[LaunchSpec], GroupResult]
 START_DEADLINE_S = 180.0
 REPLY_DEADLINE_S = 30.0
 WARM_NOTE = "note: warm lane (agent and workers forked from a pre-warmed process)"
-WORKLOAD_MODULE = "zephon_chaos.workload"
+WORKLOAD_MODULE = "zephon_chaos.rank"
 
 
 class WarmLaneError(HarnessError, RuntimeError):
@@ -287,7 +287,7 @@ def fork_unsafe_reason(spec: LaunchSpec, server: WarmServerProcess | None) -> st
 
 
 def workload_backend(spec: LaunchSpec) -> str | None:
-    """The ``backend`` of a ``zephon_chaos.workload`` launch (read from its spec file), or of
+    """The ``backend`` of a ``zephon_chaos.rank`` launch (read from its spec file), or of
     a recipe's (``recipe_run`` sets it in the contract's environment)."""
     if spec.env.get(ENV_BACKEND):
         return spec.env[ENV_BACKEND]

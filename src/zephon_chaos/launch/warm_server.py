@@ -37,7 +37,7 @@ WARM_IMPORTS = (
     "torch.distributed.elastic.rendezvous.static_tcp_rendezvous",
     "torch.multiprocessing",
     "zephon",
-    "zephon_chaos.workload.main",
+    "zephon_chaos.rank.main",
     "zephon_chaos.workload.data",
 )
 

@@ -65,7 +65,7 @@ CAUSES: tuple[str, ...] = (
 )
 """Fragments of an error that names its cause: a store operation at an address, a wait that
 timed out (and on what), the leader's failure, the lockstep agreement, or a peer lost before
-the lockstep meeting (``workload.meetings.MEETING_LOST``: the rank never reached Zephon's round)."""
+the lockstep meeting (``rank.meetings.MEETING_LOST``: the rank never reached Zephon's round)."""
 POSITION_FIELDS = ("progress", "lane_emitted", "epoch_boundaries", "world", "version")
 """The checkpoint fields that fix the loader's logical position. ``inflight``, ``lane_ws_state``
 and ``lane_next_cid`` record how far prefetching had run, which varies run to run, and

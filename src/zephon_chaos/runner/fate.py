@@ -10,8 +10,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.harness_problem import HarnessProblem
+from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.problem import Area, Kind, Problem, found_in
 from zephon_chaos.runner.checks import (
     crash_problems,

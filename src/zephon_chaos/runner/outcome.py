@@ -31,8 +31,8 @@ class PhaseRun:
     checkpoints: ckpt_oracle.CheckpointVerdict
     fault: Any = None
     """A faulted launch's evidence and verdict: a link fault's
-    (``faults.scenario_proxy.FaultedLaunch``) or a round-point rank fault's
-    (``faults.round_faults.RoundFaultLaunch``)."""
+    (``nemeses.scenario_proxy.FaultedLaunch``) or a round-point rank fault's
+    (``nemeses.round_faults.RoundFaultLaunch``)."""
     liveness: liveness_oracle.LivenessVerdict | None = None
     """Zephon's timing promises on this launch: measured waits, propagation, problems."""
     policy: policy_oracle.PolicyVerdict | None = None

@@ -17,10 +17,10 @@ from types import MappingProxyType
 from typing import Any
 
 from zephon_chaos.diagnostics.stacks import collect_group_stacks
-from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.harness_problem import undescribed_failure
 from zephon_chaos.launch import Formation, GroupResult, LaunchSpec, TorchrunGroup
 from zephon_chaos.launch.hangwatch import HangWatch
+from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.oracles import checkpoints as ckpt_oracle
 from zephon_chaos.oracles import dp_groups as dp_oracle
 from zephon_chaos.oracles import liveness as liveness_oracle
@@ -197,7 +197,7 @@ class ScenarioRunner:
 
     def open_proxy_faults(self) -> Any:
         """A Toxiproxy session for the scenario's proxy-faulted phases (closed at its end)."""
-        from zephon_chaos.faults.scenario_proxy import ProxyFaultSession
+        from zephon_chaos.nemeses.scenario_proxy import ProxyFaultSession
 
         return ProxyFaultSession()
 
@@ -216,7 +216,7 @@ class ScenarioRunner:
         spec.write(spec_file)
         return self.launcher(
             LaunchSpec(
-                entry="zephon_chaos.workload",
+                entry="zephon_chaos.rank",
                 module=True,
                 args=[str(spec_file)],
                 nproc=world_size // hosts,
@@ -249,7 +249,7 @@ class ScenarioRunner:
         reference = measured.records
         # Imported here: the drivers bring the proxy client (requests) with them, which a
         # command that runs no scenario must not pay for (tests/unit/commands/test_proxy.py).
-        from zephon_chaos.faults.launch_faults import launch_faults
+        from zephon_chaos.nemeses.launch_faults import launch_faults
 
         track = Resume()
         store_host = None

@@ -108,7 +108,7 @@ store's keys (``faults.interposer``) or ``aggregate_dir``'s files (``faults.dir_
 
 RANK_POINT_ACTIONS = ("raise", "exit", "sigkill", "sigterm", "sigstop")
 """Rank faults a round point can time, simplest first; ``sigstop`` is followed by the
-harness's SIGCONT (``faults.round_faults``)."""
+harness's SIGCONT (``nemeses.round_faults``)."""
 
 
 ROUND_ONLY_ACTIONS = ("sigstop",)

@@ -145,7 +145,7 @@ C++ store client until the launch's deadline (``inproc.inproc_refusal``)."""
 """Link faults, simplest first: a slow link, a link that is gone, a connection reset, a link
 that stalls (``timeout``: a known Zephon defect keeps store calls on it blocked, so a launch
 that waits for the stalled rank hangs; it runs under a short deadline,
-``faults.scenario_proxy.stall_deadline_s``, and its outcome is ``known.stalled-store-link``)."""
+``nemeses.scenario_proxy.stall_deadline_s``, and its outcome is ``known.stalled-store-link``)."""
 LATENCIES_MS = (10, 50, 200)
 LEADER_PHASES = LEADER_POINTS
 FOLLOWER_PHASES = FOLLOWER_POINTS

@@ -1,5 +1,4 @@
-"""The rank-side program torchrun runs: a Zephon pipeline, per-step records, checkpoints.
-
-It imports nothing from the pytest side of the package; the harness talks to it through a
-JSON spec file in and record files out.
+"""What a rank's program (``zephon_chaos.rank``) is asked and tells: its JSON spec, its
+records, data sources, checkpoint persistence, planted defects, self-inflicted faults. The
+harness reads and writes the same types, so they sit below both.
 """

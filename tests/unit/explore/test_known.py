@@ -188,7 +188,7 @@ def _killed_at(at: str, world: int, leader_s: float, action: str = "kill") -> ob
     leader's faulted attempt took ``leader_s``."""
     from types import SimpleNamespace
 
-    from zephon_chaos.faults.hosted_store import StoreFaultLaunch
+    from zephon_chaos.nemeses.hosted_store import StoreFaultLaunch
     from zephon_chaos.oracles.faults import FaultOutcome, FaultVerdict
     from zephon_chaos.scenario import StoreFault
 
@@ -227,7 +227,7 @@ def test_the_leaders_slow_failure_after_a_store_kill_at_ack_is_the_dead_store_cl
 
 
 PYSPY_WEDGED = """\
-Process 4242: python -m zephon_chaos.workload spec.json
+Process 4242: python -m zephon_chaos.rank spec.json
 Python v3.11.7 (/usr/bin/python3.11)
 
 Thread 0x7F (idle): "zephon-watchdog"
@@ -236,7 +236,7 @@ Thread 0x7F (idle): "zephon-watchdog"
     _watchdog_loop (/x/site-packages/zephon/_internal/runners/process.py:1021)
 Thread 0x80 (idle): "MainThread"
     _shutdown_workers (/x/site-packages/zephon/_internal/runners/process.py:1838)
-    <module> (/x/site-packages/zephon_chaos/workload/__main__.py:9)
+    <module> (/x/site-packages/zephon_chaos/rank/__main__.py:9)
 """
 """A hung rank's py-spy dump: the watchdog blocked re-dispatching, the main thread closing."""
 FAULTHANDLER_WEDGED = """\

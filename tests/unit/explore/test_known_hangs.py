@@ -25,8 +25,8 @@ from zephon_chaos.explore.known import (
     judged_ok,
 )
 from zephon_chaos.explore.signature import signature
-from zephon_chaos.faults.scenario_proxy import FaultedLaunch
 from zephon_chaos.launch.result import CutShort
+from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.runner.hangs import LaunchContext, hang_watch
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario
@@ -43,7 +43,7 @@ STACKS = {
 }
 """Recorded dumps of a hung process-runner rank (``test_known``), the last two no orphan."""
 STORE_CALL_STACK = """\
-Process 5150: python -m zephon_chaos.workload spec.json
+Process 5150: python -m zephon_chaos.rank spec.json
 Python v3.11.7 (/usr/bin/python3.11)
 
 Thread 5150 (idle): "MainThread"
@@ -51,7 +51,7 @@ Thread 5150 (idle): "MainThread"
     wait (/x/site-packages/zephon/_internal/kvstore.py:318)
     _wait_for_outcome (/x/site-packages/zephon/_internal/coordination.py:640)
     checkpoint (/x/site-packages/zephon/_internal/pipeline.py:1210)
-    take_checkpoint (/x/site-packages/zephon_chaos/workload/checkpointing.py:88)
+    take_checkpoint (/x/site-packages/zephon_chaos/rank/checkpointing.py:88)
 """
 """A rank waiting for the store's reply inside a TorchKVStore call (py-spy)."""
 
@@ -162,7 +162,7 @@ Thread 2539 (idle): "MainThread"
     Queue.get (/usr/lib/python3.11/queue.py:180)
     buffered_iterable.<locals>.consumer (/x/zephon/_internal/utils/buffering.py:182)
     Pipeline._iter_body (/x/zephon/_internal/pipeline.py:1812)
-    run_rank (/x/zephon_chaos/workload/main.py:237)
+    run_rank (/x/zephon_chaos/rank/main.py:237)
 """
 """A rank's main thread waiting for its next batch."""
 RANK_CLOSING = """\

@@ -15,7 +15,7 @@ def run_rank_threads(
     spec: WorkloadSpec, world: int, default_store: str = "torch://"
 ) -> dict[int, str]:
     """Run ``spec``'s rank loop on ``world`` threads; each failed rank's error."""
-    from zephon_chaos.workload.main import run_rank
+    from zephon_chaos.rank.main import run_rank
 
     errors: dict[int, str] = {}
 

@@ -20,8 +20,8 @@ from zephon_chaos.faults.placement import (
 )
 from zephon_chaos.faults.proxy.client import ToxiproxyClient
 from zephon_chaos.faults.restart import attempt_dir, latest_checkpoint, restart_view
-from zephon_chaos.faults.scenario_proxy import ProxyFaultError, parse_at, triggers_for
-from zephon_chaos.faults.store_proxies import DOWN, RendezvousProxy, StoreProxies
+from zephon_chaos.nemeses.scenario_proxy import ProxyFaultError, parse_at, triggers_for
+from zephon_chaos.nemeses.store_proxies import DOWN, RendezvousProxy, StoreProxies
 from zephon_chaos.scenario import ProxyFault
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault, WorkloadSpec
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.faults.restart import met_round, restart_view
-from zephon_chaos.faults.round_faults import triggers_for
+from zephon_chaos.nemeses.round_faults import triggers_for
 from zephon_chaos.workload.spec import PhaseTrigger, PipelineSpec, RankFault, WorkloadSpec
 
 RESTARTED = {"TORCHELASTIC_RESTART_COUNT": "1"}

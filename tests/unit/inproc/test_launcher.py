@@ -199,7 +199,7 @@ def _launch_of(
     wspec = dataclasses.replace(workload_spec(scenario, 0, out, tmp_path / "data"), **spec)
     spec_file = wspec.write(out / "spec.json")
     return LaunchSpec(
-        entry="zephon_chaos.workload",
+        entry="zephon_chaos.rank",
         module=True,
         args=[str(spec_file)],
         nproc=2,

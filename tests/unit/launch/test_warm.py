@@ -241,7 +241,7 @@ def test_fork_unsafe_launches_take_the_cli_path_and_say_so(
     tmp_path: Path, backend: str, cuda: bool, reason: str | None
 ) -> None:
     spec_file = WorkloadSpec(backend=backend).write(tmp_path / "spec.json")  # type: ignore[arg-type]
-    spec = LaunchSpec("zephon_chaos.workload", args=[str(spec_file)], module=True, name="g")
+    spec = LaunchSpec("zephon_chaos.rank", args=[str(spec_file)], module=True, name="g")
     server = WarmServerProcess(tmp_path / "server")  # never started: no fork may happen
     server.info = {"cuda_initialized": cuda}
     found = fork_unsafe_reason(spec, server)

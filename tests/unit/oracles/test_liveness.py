@@ -249,7 +249,7 @@ def test_a_rank_cut_off_from_the_store_is_no_propagation_measurement() -> None:
 
 
 def test_records_carry_the_timing_fields(tmp_path: Path) -> None:
-    """What the workload writes (workload/main.py) reads back as timings."""
+    """What the workload writes (rank/main.py) reads back as timings."""
     out = RecordWriter(tmp_path, 0)
     out.write("start", rank=0, world=1, lanes=[0], restored="x", restore_at=1.0, restore_s=0.01)
     out.write("batch", i=0, lane=0, ids=[[0, 0, 0]], ckpts=0, fetch_at=1.1, fetch_s=0.3)
@@ -337,7 +337,7 @@ def test_the_first_fetch_that_starts_worker_processes_is_not_a_wait() -> None:
 
 
 def killed_workers(at: float, killed: list[int]) -> dict[str, Any]:
-    """A rank's child-fault record (workload/main.py ``_kill_children``): at step 2, at ``at``."""
+    """A rank's child-fault record (rank/main.py ``_kill_children``): at step 2, at ``at``."""
     return {"kind": "child-fault", "at_step": 2, "target": "workers", "at": at, "killed": killed}
 
 

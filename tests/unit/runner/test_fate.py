@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.launch.result import GroupResult, RankOutcome
+from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
 from zephon_chaos.oracles.policies import PolicyVerdict
 from zephon_chaos.problem import Area, Kind, Problem

@@ -119,7 +119,7 @@ def test_a_merged_result_closes_a_directory_round(tmp_path: Path) -> None:
 
 def test_a_run_id_per_restart_scopes_each_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
     from zephon_chaos.faults.leftover_round import launch_scope
-    from zephon_chaos.workload.main import _restart_scoped
+    from zephon_chaos.rank.main import _restart_scoped
 
     spec = WorkloadSpec(pipeline=PipelineSpec(run_id="zc-run"), run_id_per_restart=True)
     assert launch_scope(spec) == "zc-run-r0-0"

@@ -20,8 +20,8 @@ def _dead_store_ack_cleanup(outcome: ScenarioOutcome, problem: Problem) -> bool:
     follower's acknowledgement (the kill in that launch's evidence: the trigger, not the
     schedule alone), by no more than one dead-store delete per acknowledgement it can have
     read (every follower's but the held one's)."""
-    from zephon_chaos.faults.hosted_store import StoreFaultLaunch
     from zephon_chaos.launch.store_process import StoreAction
+    from zephon_chaos.nemeses.hosted_store import StoreFaultLaunch
     from zephon_chaos.oracles.faults import failure_bound_s
 
     run = run_of(outcome, problem) if over_bound(problem) else None

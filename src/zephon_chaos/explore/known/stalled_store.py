@@ -20,7 +20,7 @@ STORE_CALL = ("_call", "_internal/kvstore.py")
 def _stalled_hosted_store(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A faulted round's call over its bound in a launch whose hosted store was stopped, and
     no longer than the stall plus that bound: the stall is what held it."""
-    from zephon_chaos.faults.hosted_store import StoreFaultLaunch
+    from zephon_chaos.nemeses.hosted_store import StoreFaultLaunch
     from zephon_chaos.oracles.faults import failure_bound_s
 
     run = run_of(outcome, problem) if over_bound(problem) else None
@@ -68,7 +68,7 @@ def _stalling(faults: Iterable[Any]) -> list[Any]:
 def _stalled_link(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A hang, or a wait over its bound, in a launch whose store link a ``timeout`` toxic
     stalled (the fault's evidence says it acted): the stall is what held it."""
-    from zephon_chaos.faults.scenario_proxy import FaultedLaunch
+    from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch
 
     stalled = over_bound(problem) or problem.is_(Area.FAULT, Kind.HANG)
     run = run_of(outcome, problem) if stalled else None
@@ -82,7 +82,7 @@ def _stall_installed(context: LaunchContext) -> bool:
     """The trigger: a stalling toxic of the launch is on its link, from the start or put
     there by its rank's interposer at its round point (the interposer's event says so)."""
     from zephon_chaos.faults.interposer import read_events
-    from zephon_chaos.faults.scenario_proxy import FaultedLaunch, parse_at
+    from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch, parse_at
 
     fault = context.fault
     if not isinstance(fault, FaultedLaunch):
@@ -124,7 +124,7 @@ STALLED_STORE_LINK = KnownDefect(
         "test_a_stalled_store_link_fails_a_store_call_within_the_bound, strict xfail); the "
         "standalone tests/zephon/repro/stalled_store_process.py shows the same root cause with "
         "the server stopped instead of the link. Generated launches with a timeout toxic run "
-        "under a deadline of 3 T + 3 s + 30 s (faults.scenario_proxy.stall_deadline_s)"
+        "under a deadline of 3 T + 3 s + 30 s (nemeses.scenario_proxy.stall_deadline_s)"
     ),
     explains=_stalled_link,
     hang=STALLED_LINK_HANG,

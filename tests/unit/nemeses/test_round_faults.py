@@ -13,8 +13,8 @@ import pytest
 
 from zephon_chaos.explore.known import STALLED_STORE_LINK, explaining, unexplained
 from zephon_chaos.faults.placement import place_store_proxy
-from zephon_chaos.faults.round_faults import triggers_for
-from zephon_chaos.faults.scenario_proxy import FaultedLaunch, stall_deadline_s
+from zephon_chaos.nemeses.round_faults import triggers_for
+from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch, stall_deadline_s
 from zephon_chaos.oracles.faults import failure_bound_s
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from zephon_chaos.workload.hooks import RankHooks
+from zephon_chaos.rank.hooks import RankHooks
 from zephon_chaos.workload.records import RecordWriter
 from zephon_chaos.workload.spec import WorkloadSpec
 

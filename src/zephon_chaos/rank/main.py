@@ -1,4 +1,4 @@
-"""Entry point of one rank: ``python -m zephon_chaos.workload SPEC.json``.
+"""Entry point of one rank: ``python -m zephon_chaos.rank SPEC.json``.
 
 Runs ``spec.steps`` global steps (a rank consumes one batch per lane it owns per step),
 records every batch, checkpoints where the spec says (collectively), and lets rank 0 persist
@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zephon_chaos.lanes import dp_group, lanes_of
+from zephon_chaos.rank.checkpointing import take_checkpoint
+from zephon_chaos.rank.hooks import RankHooks
+from zephon_chaos.rank.meetings import lag_hooks, meet, meet_before_fault, record_collective
 from zephon_chaos.workload import persist
-from zephon_chaos.workload.checkpointing import take_checkpoint
 from zephon_chaos.workload.data import batch_ids, build_pipeline
-from zephon_chaos.workload.hooks import RankHooks
-from zephon_chaos.workload.meetings import lag_hooks, meet, meet_before_fault, record_collective
 from zephon_chaos.workload.plants import Plant
 from zephon_chaos.workload.records import (
     BEGAN_RECORD,
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m zephon_chaos.workload SPEC.json", file=sys.stderr)
+        print("usage: python -m zephon_chaos.rank SPEC.json", file=sys.stderr)
         return 2
     spec = WorkloadSpec.read(Path(args[0]))
     try:

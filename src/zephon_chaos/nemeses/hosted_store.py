@@ -25,8 +25,8 @@ from typing import Any
 
 from zephon_chaos.faults.control import InterposerControl
 from zephon_chaos.faults.interposer import read_events
-from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.launch.store_process import StoreAction, StoreEvent, StoreProcess
+from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
 from zephon_chaos.problem import Area, Kind, Problem, found_in

@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from zephon_chaos.rank.hooks import RankHooks
 from zephon_chaos.workload import persist
-from zephon_chaos.workload.hooks import RankHooks
 from zephon_chaos.workload.records import CHECKPOINT_BEGUN, RecordWriter
 from zephon_chaos.workload.spec import AGREEING_RETRIES, COLLECTIVE_FORMATS, WorkloadSpec
 

@@ -34,10 +34,10 @@ from typing import Any
 
 from zephon_chaos.errors import InvalidInput
 from zephon_chaos.faults.interposer import read_events
-from zephon_chaos.faults.nemesis import LaunchFault
 from zephon_chaos.faults.proxy.client import ProxyApiError, ToxiproxyClient
 from zephon_chaos.faults.proxy.embedded import ToxiproxyServer, start_server
-from zephon_chaos.faults.store_proxies import DOWN, StoreProxies
+from zephon_chaos.nemeses.nemesis import LaunchFault
+from zephon_chaos.nemeses.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles import healing as healing_oracle
 from zephon_chaos.problem import Area, Kind, Problem, found_in

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from zephon_chaos.workload.hooks import RankHooks
-from zephon_chaos.workload.hooks import fire as fire_fault
-from zephon_chaos.workload.main import run_rank
+from zephon_chaos.rank.hooks import RankHooks
+from zephon_chaos.rank.hooks import fire as fire_fault
+from zephon_chaos.rank.main import run_rank
 from zephon_chaos.workload.records import RecordWriter
 from zephon_chaos.workload.spec import (
     CheckpointAt,

@@ -2,7 +2,7 @@
 ``Nemesis`` (set up, invoke, tear down): the runner loops over a launch's faults and knows
 none of their kinds.
 
-A driver is made for one launch (``faults.launch_faults`` makes them from the launch's
+A driver is made for one launch (``nemeses.launch_faults`` makes them from the launch's
 phase) and goes through the same steps in the same order:
 
 1. ``prepare(spec)``: the launch's workload spec with what the fault needs (triggers, a

@@ -1,4 +1,4 @@
-"""The drivers of one launch's faults (``faults.nemesis``), made from its phase: the one place
+"""The drivers of one launch's faults (``nemeses.nemesis``), made from its phase: the one place
 that knows which kinds of fault the harness drives, so that the runner knows none of them."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from zephon_chaos.faults.hosted_store import StoreFaultLaunch
-from zephon_chaos.faults.nemesis import LaunchFault
-from zephon_chaos.faults.round_faults import RoundFaultLaunch
-from zephon_chaos.faults.scenario_proxy import ProxyFaultSession
+from zephon_chaos.nemeses.hosted_store import StoreFaultLaunch
+from zephon_chaos.nemeses.nemesis import LaunchFault
+from zephon_chaos.nemeses.round_faults import RoundFaultLaunch
+from zephon_chaos.nemeses.scenario_proxy import ProxyFaultSession
 from zephon_chaos.scenario import Phase
 from zephon_chaos.workload.spec import WorkloadSpec
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from zephon_chaos.workload.checkpointing import take_checkpoint
-from zephon_chaos.workload.hooks import RankHooks
+from zephon_chaos.rank.checkpointing import take_checkpoint
+from zephon_chaos.rank.hooks import RankHooks
 from zephon_chaos.workload.records import RecordWriter, read_rank
 from zephon_chaos.workload.spec import RankLag, WorkloadSpec
 

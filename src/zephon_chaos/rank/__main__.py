@@ -1,0 +1,5 @@
+import sys
+
+from zephon_chaos.rank.main import main
+
+sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from zephon_chaos.workload.main import main
-
-sys.exit(main())
