@@ -142,8 +142,8 @@ def test_shrinking_stays_within_its_allowance_and_the_search_goes_on(
     assert stats.shrink_s <= stats.search_s * (1 - share) / share + slack
     assert stats.search_share >= share - slack / (stats.search_s + stats.shrink_s)
     # The search kept generating after its first finding: new scenarios in its last quarter.
-    first = min(f.first_seen_s for f in explorer.result.findings) + explorer._started
-    search_end = explorer._started + stats.seconds
+    first = min(f.first_seen_s for f in explorer.result.findings) + explorer.state.started
+    search_end = explorer.state.started + stats.seconds
     assert first < search_end - 0.25 * stats.seconds
     late = [t for t, _ in fakes["torchrun"].ran if t > search_end - 0.25 * stats.seconds]
     assert late, "no scenario ran in the last quarter of the search"
@@ -256,7 +256,7 @@ def _planted_search(
         )
     )
     explorer.runners["torchrun"] = torchrun.runner
-    torchrun.activity = lambda: explorer._clock.activity
+    torchrun.activity = lambda: explorer.state.clock.activity
     explorer.run()
     return explorer
 

@@ -30,7 +30,7 @@ from hypothesis import Phase as HypothesisPhase
 from hypothesis.errors import FlakyFailure, Unsatisfiable
 from hypothesis.strategies import SearchStrategy
 
-from zephon_chaos.explore.activity import Activity, ActivityClock
+from zephon_chaos.explore.activity import Activity
 from zephon_chaos.explore.config import (
     AIM_SHARE,
     AIMED_ODDS,
@@ -60,11 +60,13 @@ from zephon_chaos.explore.judged import (
     ShrinkStop,
     violation_type,
 )
+from zephon_chaos.explore.judging import Judge
 from zephon_chaos.explore.progress import Progress
 from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.round_state import RoundStage, RoundState
 from zephon_chaos.explore.shard import round_seed, tier_order
-from zephon_chaos.explore.shrinking import ShrinkingMixin
+from zephon_chaos.explore.shrinking import Shrinker
+from zephon_chaos.explore.state import ExploreState
 from zephon_chaos.explore.steer import RoundSteering
 from zephon_chaos.explore.summary_json import write_summary_json
 from zephon_chaos.explore.tiers import close_runner, make_runner
@@ -76,13 +78,14 @@ from zephon_chaos.strategies import scenarios
 __all__ = ["ExploreConfig", "Explorer"]
 
 
-class Explorer(ShrinkingMixin):
-    """One exploration: its rounds of search (here), shrinking (:mod:`.shrinking`), the
-    judging of each scenario and the confirmations (:mod:`.judging`)."""
+class Explorer:
+    """One exploration: its rounds of search (here). It holds a :class:`.judging.Judge`,
+    which runs and judges each scenario and confirms the findings, and a
+    :class:`.shrinking.Shrinker`, which shrinks them; all three share one
+    :class:`.state.ExploreState`."""
 
     def __init__(self, config: ExploreConfig) -> None:
-        self.config = config
-        self.result = ExploreResult(
+        result = ExploreResult(
             report_dir=config.report_dir,
             budget_s=config.budget_s,
             tier=config.tier,
@@ -95,59 +98,60 @@ class Explorer(ShrinkingMixin):
         opened = open_database(config.database, config.report_dir)  # DatabaseError: no start
         self._database = None if opened is None else KeepKnown(opened)
         """Shared with other runs; Hypothesis replays what it holds first in every round."""
-        self.findings: dict[str, Finding] = {}
+        self.state = ExploreState(config, result)
         self.settled: set[str] = set()
+        """The signatures a round has shrunk: later rounds pass them, to look for new ones."""
         self.runners: dict[str, ScenarioRunner] = {}
         self._work = Path(tempfile.mkdtemp(prefix="zc-explore-"))
-        self._started = 0.0
-        self._end = 0.0
         self._cut = False
-        self._last: tuple[Scenario, ScenarioOutcome] | None = None
-        self.progress: Progress | None = None
-        self._clock = ActivityClock()
         self._confirming = False
         self._run_s: dict[str, float] = {}
         """Per runner tier: a running estimate of one scenario's seconds."""
-        self._shrink_began: dict[str, float] = {}
-        self._polished_s: dict[str, float] = {}
-        self._routes: dict[str, str] = {}
-        """Per signature: the tier its scenarios are shrunk on."""
-        self._tier_best: dict[str, tuple[Scenario, str]] = {}
-        """A finding shrunk in process: its smallest scenario that failed on its own tier."""
-        self._pending: list[str] = []
-        """Findings whose shrinking is unfinished: the allowance ran out, or they were first
-        seen while another was shrinking. Polished as the allowance grows."""
+        self.judge = Judge(self.state, self._runner, self._run)
+        self.shrinker = Shrinker(self.state, self.judge, self._runner, self.settled, self._run_s)
+
+    @property
+    def config(self) -> ExploreConfig:
+        return self.state.config
+
+    @property
+    def result(self) -> ExploreResult:
+        return self.state.result
+
+    @property
+    def findings(self) -> dict[str, Finding]:
+        return self.state.findings
 
     # ---- the whole run -----------------------------------------------------------------
     def run(self) -> ExploreResult:
-        cfg = self.config
-        self._started = time.monotonic()
-        end = self._end = self._started + cfg.budget_s
+        cfg, state = self.config, self.state
+        state.started = time.monotonic()
+        end = state.end = state.started + cfg.budget_s
         search_end = end - reserve_s(cfg.budget_s)
         self._note_missing_extras()
-        self.progress = Progress(end, cfg.stream, cfg.progress_interval_s).start()
+        progress = state.progress = Progress(end, cfg.stream, cfg.progress_interval_s).start()
         try:
             if cfg.left_to is not None:
                 self._search(tier_order(cfg.shard)[0], search_end)
             elif cfg.tier == "both":
                 first, second = tier_order(cfg.shard)
                 share = BOTH_INPROC_SHARE if first == "inproc" else 1 - BOTH_INPROC_SHARE
-                split = self._started + share * (search_end - self._started)
+                split = state.started + share * (search_end - state.started)
                 self._search(first, split)
                 self._search(second, search_end)
             else:
                 self._search(cfg.tier, search_end)
-            self.progress.phase = "confirming"
+            progress.phase = "confirming"
             self._confirming = True
             try:
-                self._confirm(end)
+                self.judge.confirm(end)
             finally:
                 self._confirming = False
-                self._clock.stop()
+                state.clock.stop()
         except KeyboardInterrupt:
             self.result.interrupted = True
         finally:
-            self.progress.phase = "writing the report"
+            progress.phase = "writing the report"
             self._finish()
         return self.result
 
@@ -160,18 +164,19 @@ class Explorer(ShrinkingMixin):
                 print(f"note: {extra.left_out()}", file=self.config.stream)
 
     def _finish(self) -> None:
-        assert self.progress is not None
+        progress = self.state.progress
+        assert progress is not None
         try:
             for runner in self.runners.values():
                 with contextlib.suppress(Exception):
                     close_runner(runner)
-            self.result.elapsed_s = time.monotonic() - self._started
+            self.result.elapsed_s = time.monotonic() - self.state.started
             self.result.findings = sorted(
                 self.findings.values(), key=lambda f: (f.known, f.first_seen_s)
             )
             self._write_report()
         finally:
-            self.progress.stop()
+            progress.stop()
             shutil.rmtree(self._work, ignore_errors=True)
             close_database(self._database)
 
@@ -185,8 +190,9 @@ class Explorer(ShrinkingMixin):
         if self.result.findings:
             first = self.result.findings[0]
             shown = (first.scenario, first.outcome, first.signature)
-        elif self._last is not None:
-            shown = (self._last[0], self._last[1], "a passing scenario of this exploration")
+        elif self.judge.last is not None:
+            last = self.judge.last
+            shown = (last[0], last[1], "a passing scenario of this exploration")
         if shown is not None:
             self.result.timeline = plot_timeline(
                 shown[0], self.config.report_dir / "timeline.png", shown[1], title=shown[2]
@@ -197,7 +203,13 @@ class Explorer(ShrinkingMixin):
             if finding.outcome is not None:
                 discard(finding.outcome)
 
-    # ---- searching -----------------------------------------------------------------------
+    # ---- running ---------------------------------------------------------------------------
+    def _stats(self, tier: str) -> TierStats:
+        return self.result.tiers.setdefault(tier, TierStats(tier))
+
+    def _tier_of(self, runner: ScenarioRunner) -> str:
+        return next((t for t, r in self.runners.items() if r is runner), "unknown")
+
     def _runner(self, tier: str) -> ScenarioRunner:
         if tier not in self.runners:
             runner = make_runner(
@@ -210,7 +222,7 @@ class Explorer(ShrinkingMixin):
     def _deadline_cap(self, wanted_s: float) -> float:
         """What is left of the budget (plus a grace) for the next launch, whose own deadline
         would be ``wanted_s``; noted when it cuts."""
-        left = self._end + GRACE_S - time.monotonic()
+        left = self.state.end + GRACE_S - time.monotonic()
         if left < wanted_s:
             self._cut = True
         return max(left, 1.0)
@@ -222,7 +234,7 @@ class Explorer(ShrinkingMixin):
         runner.formation_ceiling_s = self.config.deadline_s  # worker processes start after it
         tier = self._tier_of(runner)
         if self._confirming:  # the confirmations after the search: charged to the run's tier
-            self._clock.switch(self._stats(tier), Activity.CONFIRM)
+            self.state.clock.switch(self._stats(tier), Activity.CONFIRM)
         began = time.monotonic()
         outcome = runner.run(scenario)
         took = time.monotonic() - began
@@ -236,18 +248,19 @@ class Explorer(ShrinkingMixin):
             return None
         return outcome
 
+    # ---- searching -----------------------------------------------------------------------
     def _search(self, tier: str, deadline: float) -> None:
-        assert self.progress is not None
-        cfg = self.config
-        self.progress.tier = tier
-        self.progress.phase = "searching"
+        cfg, state, shrinker = self.config, self.state, self.shrinker
+        assert state.progress is not None
+        state.progress.tier = tier
+        state.progress.phase = "searching"
         stats = self._stats(tier)
         runner = self._runner(tier)
-        began = self._clock.switch(stats, Activity.SEARCH)
+        began = state.clock.switch(stats, Activity.SEARCH)
         round_no = 0
-        pending_before = len(self._pending)
+        pending_before = len(shrinker.pending)
         try:
-            while time.monotonic() < deadline and not self._goal_met():
+            while time.monotonic() < deadline and not state.goal_met():
                 round_no += 1
                 steering = RoundSteering(self.result.coverage, tier, cfg, round_no)
                 share = DOWNSTREAM_AIM_SHARE if cfg.profile == "downstream" else AIM_SHARE
@@ -263,29 +276,29 @@ class Explorer(ShrinkingMixin):
                     aim_odds=AIMED_ODDS,
                 )
                 examples = (AIMED_ROUND_EXAMPLES if aims else ROUND_EXAMPLES)[tier]
-                self._clock.flush()
+                state.clock.flush()
                 searched = stats.search_s
                 self._round(
                     tier, runner, strategy, steering, round_no, deadline, stats, examples, not aims
                 )
                 if aims:
-                    self._clock.flush()
+                    state.clock.flush()
                     stats.aimed_s += stats.search_s - searched
                     stats.aimed_rounds += 1
-                self._shrink_pending(deadline, stats)
-            self._settle_routes(stats)
-            if self._goal_met():
+                shrinker.shrink_pending(deadline, stats)
+            shrinker.settle_routes(stats)
+            if state.goal_met():
                 self.result.notes.append(f"the {tier} search ended early: its goal was met")
-            unfinished = len(self._pending) - pending_before
+            unfinished = len(shrinker.pending) - pending_before
             if unfinished > 0:
                 self.result.notes.append(
                     f"{unfinished} {tier} finding(s) left partly shrunk: the shrink allowance "
-                    f"(at least {100 * self._share(tier):.0f}% of the search for new "
+                    f"(at least {100 * shrinker.share(tier):.0f}% of the search for new "
                     "scenarios) ran out"
                 )
         finally:
-            stats.seconds += self._clock.stop() - began
-            del self._pending[pending_before:]
+            stats.seconds += state.clock.stop() - began
+            del shrinker.pending[pending_before:]
 
     def _round(
         self,
@@ -350,20 +363,20 @@ class Explorer(ShrinkingMixin):
                 if scenario != state.failing:
                     return  # the tail of a hill climb, after the round's failure: not run
                 state.stage = RoundStage.SHRINKING  # the shrink phase's replay: it just failed
-                self._shrink_began[state.sig] = self._clock.switch(stats, Activity.SHRINK)
+                self.shrinker.begin(state.sig, stats)
                 raise violation_type(state.sig)(state.sig)
             if state.stage is RoundStage.SHRINKING:
                 assert state.sig is not None
                 try:
-                    self._shrink_step(tier, runner, scenario, deadline, stats, state.sig)
+                    self.shrinker.step(tier, runner, scenario, deadline, stats, state.sig)
                 except EndShrinking:
                     keep(True, save=False)  # a candidate never run: no failure to share
                     raise
                 return
             # A torchrun round may last many minutes: unfinished shrinking goes on as soon
             # as generating has earned it, not at the round's end only.
-            self._shrink_pending(deadline, stats)
-            judged = self._judge(tier, runner, scenario, deadline, stats)
+            self.shrinker.shrink_pending(deadline, stats)
+            judged = self.judge.judge(tier, runner, scenario, deadline, stats)
             sig = judged.sig
             steering.observe(scenario)  # target(): toward cells this exploration reached least
             if sig is None or sig in self.settled:
@@ -390,16 +403,16 @@ class Explorer(ShrinkingMixin):
         sig = state.sig
         self.settled.add(sig)
         if state.stage is not RoundStage.SHRINKING:  # no shrinking: polishing is all of it
-            self._shrink_began[sig] = self._clock.switch(stats, Activity.SHRINK)
+            self.shrinker.begin(sig, stats)
         try:
-            if stop is ShrinkStop.ALLOWANCE and self._polishable(sig):
-                self._pending.insert(0, sig)
+            if stop is ShrinkStop.ALLOWANCE and self.shrinker.polishable(sig):
+                self.shrinker.pending.insert(0, sig)
             else:
-                self._polish(sig, deadline, stats)
+                self.shrinker.polish(sig, deadline, stats)
         finally:
-            self._clock.switch(stats, Activity.SEARCH)
-            if self.progress is not None:
-                self.progress.phase = "searching"
+            self.state.clock.switch(stats, Activity.SEARCH)
+            if self.state.progress is not None:
+                self.state.progress.phase = "searching"
 
     def _note_once(self, note: str) -> None:
         if note not in self.result.notes:

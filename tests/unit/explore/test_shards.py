@@ -448,13 +448,13 @@ def _recording_shard(root: Path, index: int, url: str) -> tuple[Explorer, list[S
         )
     )
     ran: list[Scenario] = []
-    real_run = explorer._run
+    real_run = explorer.judge.run
 
     def recording(runner: ScenarioRunner, scenario: Scenario) -> ScenarioOutcome | None:
         ran.append(scenario)
         return real_run(runner, scenario)
 
-    explorer._run = recording  # type: ignore[method-assign]
+    explorer.judge.run = recording
     return explorer, ran
 
 
@@ -504,10 +504,10 @@ def _searched(
     searched: list[tuple[str, float]] = []
 
     def search(tier: str, deadline: float) -> None:
-        searched.append((tier, deadline - explorer._started))
+        searched.append((tier, deadline - explorer.state.started))
 
     monkeypatch.setattr(explorer, "_search", search)
-    monkeypatch.setattr(explorer, "_confirm", lambda end: None)
+    monkeypatch.setattr(explorer.judge, "confirm", lambda end: None)
     explorer.run()
     return searched
 
