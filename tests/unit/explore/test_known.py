@@ -130,6 +130,16 @@ def test_what_a_launch_ended_at_its_restore_could_not_do_is_explained_with_it(
     assert not judged_ok(mixed)
     assert signature(mixed).startswith("fault.")
 
+    # One rank ended by the group's tear-down before its own restore failed (no error of
+    # its own; seed 290's torchrun shard): the launch still ended at its restore.
+    torn_ranks = list(restored.result.ranks)
+    torn_ranks[1] = dataclasses.replace(torn_ranks[1], error=None, exitcode=-15)
+    torn = dataclasses.replace(
+        restored, result=dataclasses.replace(restored.result, ranks=torn_ranks)
+    )
+    torn_down = dataclasses.replace(outcome, phases=[outcome.phases[0], torn])
+    assert judged_ok(torn_down) and signature(torn_down) == KNOWN_ZERO_CID, torn_down.report()
+
 
 def _with_lane_counts(outcome: ScenarioOutcome, counts: dict[int, int]) -> ScenarioOutcome:
     """``outcome`` as if its first launch's checkpoints had ``counts`` batches a lane."""

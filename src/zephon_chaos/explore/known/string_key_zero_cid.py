@@ -16,14 +16,19 @@ def _restored_string_keys_with_undrawn_lane(outcome: ScenarioOutcome, problem: P
     keys had become strings (plain JSON persistence, or the json codec of a round over more
     than one rank) and in which some lane had not delivered a batch (its next chunk id 0).
 
-    Where every rank failed so, the launch ended at its restore, before any batch: whatever
-    else its checks expected of it (a checkpoint due before a rank fault, the fault's own
-    death) is a consequence, and explained with it."""
+    Where ranks failed so, none otherwise and none drew a batch (the others ended by the
+    group's tear-down before their own restore failed: torchrun's agent stops the group at
+    the first failure), the launch ended at its restore: whatever else its checks expected
+    of it (a checkpoint due before a rank fault, the fault's own death) is a consequence,
+    and explained with it."""
     run = run_of(outcome, problem)
     if run is None or not run.spec.restore_from:
         return False
-    at_restore = [NO_NEXT_CID in (rank.error or "") for rank in run.result.ranks]
-    ended_at_restore = bool(at_restore) and all(at_restore)
+    ranks = run.result.ranks
+    at_restore = [NO_NEXT_CID in (rank.error or "") for rank in ranks]
+    otherwise = any(rank.error and NO_NEXT_CID not in rank.error for rank in ranks)
+    drew = any(rec.batches for rec in run.records)
+    ended_at_restore = any(at_restore) and not otherwise and not drew
     if not (ended_at_restore or (launch_failed(problem) and any(at_restore))):
         return False
     scenario = outcome.scenario
