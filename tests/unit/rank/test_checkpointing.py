@@ -5,10 +5,10 @@ copy of, to be judged by resuming it. Without a lag, ``independent`` still raise
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.unit.rank.scripted_pipe import ScriptedPipe
 from zephon_chaos.rank.checkpointing import take_checkpoint
 from zephon_chaos.rank.hooks import RankHooks
 from zephon_chaos.workload.records import RecordWriter, read_rank
@@ -17,14 +17,8 @@ from zephon_chaos.workload.spec import RankLag, WorkloadSpec
 CKPT = {"progress": {"1": 1}, "version": 2}
 
 
-class Pipe:
-    def __init__(self, *outcomes: bool) -> None:
-        self.outcomes = list(outcomes)
-
-    def checkpoint(self) -> dict[str, Any]:
-        if self.outcomes.pop(0):
-            return dict(CKPT)
-        raise RuntimeError("Timed out after 2.0s waiting for round id")
+def Pipe(*outcomes: bool) -> ScriptedPipe:
+    return ScriptedPipe(CKPT, "Timed out after 2.0s waiting for round id", *outcomes)
 
 
 def spec(tmp_path: Path, lagged: bool = True, persist: str = "pickle") -> WorkloadSpec:
@@ -37,7 +31,7 @@ def spec(tmp_path: Path, lagged: bool = True, persist: str = "pickle") -> Worklo
     )
 
 
-def take(s: WorkloadSpec, pipe: Pipe, rank: int = 1) -> None:
+def take(s: WorkloadSpec, pipe: ScriptedPipe, rank: int = 1) -> None:
     out = RecordWriter(s.out_dir, rank)
     try:
         take_checkpoint(pipe, s, rank, 0, 2, {rank: 2}, out, RankHooks())

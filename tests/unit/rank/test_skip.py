@@ -4,10 +4,10 @@ skipped (never raised, never persisted), and the first call's end is signalled o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.unit.rank.scripted_pipe import ScriptedPipe
 from zephon_chaos.rank.checkpointing import take_checkpoint
 from zephon_chaos.rank.hooks import RankHooks
 from zephon_chaos.workload.records import RecordWriter, read_rank
@@ -16,17 +16,11 @@ from zephon_chaos.workload.spec import WorkloadSpec
 CKPT = {"progress": {"0": 1}, "version": 2}
 
 
-class Pipe:
-    def __init__(self, *outcomes: bool) -> None:
-        self.outcomes = list(outcomes)
-
-    def checkpoint(self) -> dict[str, Any]:
-        if self.outcomes.pop(0):
-            return dict(CKPT)
-        raise RuntimeError("Timed out after 2.0s waiting for checkpoint shards")
+def Pipe(*outcomes: bool) -> ScriptedPipe:
+    return ScriptedPipe(CKPT, "Timed out after 2.0s waiting for checkpoint shards", *outcomes)
 
 
-def take(tmp_path: Path, retry: str, pipe: Pipe, everyone_ok: bool = True) -> list[int]:
+def take(tmp_path: Path, retry: str, pipe: ScriptedPipe, everyone_ok: bool = True) -> list[int]:
     spec = WorkloadSpec(out_dir=str(tmp_path), retry=retry)  # type: ignore[arg-type]
     ended: list[int] = []
     hooks = RankHooks(agree=lambda ok: ok and everyone_ok, call_ended=ended.append)
