@@ -16,6 +16,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from zephon_chaos.dimensions.settings import WORKER_PROCESS_COST, setting_of
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import ROUND_ONLY_ACTIONS, STALLING_TOXICS, laid_out_tp
 from zephon_chaos.workload.spec import (
@@ -45,9 +46,6 @@ class AimKind(enum.Enum):
     CHILD = "child processes killed"
 
 
-SETTINGS = ("mtp", "process")
-"""What a ``SETTING`` aim turns on: ``mtp_mode``, or ``runner: process`` (torchrun only:
-both start worker processes, drawn about one time in twenty)."""
 CHILD_POINTS = ("mid", "last")
 """When a ``CHILD`` aim's kill fires: mid-launch (batches still to draw), or at the last step
 (the launch's last checkpoints and the pipeline's close follow at once)."""
@@ -58,9 +56,6 @@ SETTING_LAUNCHES = 2
 each worker, so its scenario runs minutes; two launches still resume once."""
 
 
-WORKER_PROCESS_COST = 24
-"""A setting's or a child's aimed cell: its pipeline starts worker processes, each of which
-imports torch (58-85 s a scenario measured on torchrun, one cell each; docs/measurements.md)."""
 STALL_COST = 6
 """A stalling link's cell (``timeout``): the stall holds the round up to its bounds (18 s a
 cell)."""
@@ -86,8 +81,9 @@ tp > 1 launches whose DP differs rarely (none in an 8-minute downstream run)."""
 
 @dataclass(frozen=True)
 class Aim:
-    """One fault cell to land in: ``action`` is a rank fault's action, a toxic, or a hosted
-    store's action (unused for a lag); ``point`` a round point, ``start`` or ``step``;
+    """One fault cell to land in: ``action`` is a rank fault's action, a toxic, a hosted
+    store's action, or a setting's field (unused for a lag); ``point`` a round point, ``start``
+    or ``step``, or the setting's value (its cell's text);
     ``until``: when a link fault ends (``ProxyFault.until``), ``never`` but for a heal."""
 
     kind: AimKind
@@ -108,7 +104,9 @@ class Aim:
         """What landing this aim's cell costs, in units of a rank fault's (about 3 s of a
         torchrun launch): a drawn aim's odds go down by it (``strategies.aiming``), so that a
         few slow cells do not take an aimed round's whole time."""
-        if self.kind in (AimKind.SETTING, AimKind.CHILD):
+        if self.kind is AimKind.SETTING:
+            return setting_of(self.action).aim_cost
+        if self.kind is AimKind.CHILD:
             return WORKER_PROCESS_COST
         if self.kind is AimKind.LINK and self.action in STALLING_TOXICS:
             return STALL_COST
@@ -151,12 +149,13 @@ collective over a process group that a split round outcome would block."""
 def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
     """``scenario`` with launch ``i`` carrying ``aim``'s fault, and the scenario-wide choices
     the fault needs; not normalised (the caller normalises and validates). A ``SETTING`` aim
-    changes the pipeline only, and keeps the first ``SETTING_LAUNCHES`` launches."""
+    sets its setting (``dimensions.settings``) only, and keeps the first ``SETTING_LAUNCHES``
+    launches."""
     p = scenario.pipeline
     if aim.kind is AimKind.SETTING:
-        mtp = aim.action == SETTINGS[0]
-        setting = replace(p, mtp_mode=True) if mtp else replace(p, runner="process")
-        return scenario.with_(pipeline=setting, phases=scenario.phases[:SETTING_LAUNCHES])
+        setting = setting_of(aim.action)
+        s = setting.put(scenario, setting.value_of(aim.point))
+        return s.with_(phases=s.phases[:SETTING_LAUNCHES])
     if aim.kind is AimKind.LAYOUT:
         return _relaid(scenario, aim.action, draws)
     if aim.kind is AimKind.CHILD:

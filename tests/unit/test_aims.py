@@ -19,8 +19,8 @@ from zephon_chaos.aims import (
     Draws,
     aimed,
 )
+from zephon_chaos.dimensions.cells import Cell, Dim
 from zephon_chaos.explore.aiming import aim_at, aims
-from zephon_chaos.explore.cells import Cell, Dim
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc import inproc_runner
@@ -99,7 +99,7 @@ def test_every_hole_is_aimed_at_whether_or_not_its_kind_was_reached() -> None:
 def test_a_groups_odds_are_its_cells_over_their_cost_with_a_floor() -> None:
     found = aims(declare("torchrun", store_faults=True), {})
     odds = group_odds(found)
-    sigkill, mtp = ("rank fault", "sigkill"), ("pipeline setting", "mtp")
+    sigkill, mtp = ("rank fault", "sigkill"), ("pipeline setting", "mtp_mode")
     cells = Counter(a.group for a in found)
     assert cells[sigkill] > MIN_GROUP_CELLS > cells[mtp] == 1
     # A killed rank's cell costs one unit, a setting's (worker processes) the most: a
@@ -122,14 +122,14 @@ def test_an_aim_draws_a_cheap_large_group_far_more_often_than_a_slow_cell() -> N
 
     draw()
     odds = group_odds(found)
-    top, mtp = max(odds, key=odds.__getitem__), ("pipeline setting", "mtp")
+    top, mtp = max(odds, key=odds.__getitem__), ("pipeline setting", "mtp_mode")
     assert odds[top] > 10 * odds[mtp]
     assert drawn[top] > 10 * max(drawn[mtp], 1)
 
 
-@pytest.mark.parametrize("setting", ["mtp", "process"])
-def test_a_setting_aim_keeps_two_launches(setting: str) -> None:
-    aim = Aim(AimKind.SETTING, setting)
+@pytest.mark.parametrize("setting", [("mtp_mode", "on"), ("runner", "process")])
+def test_a_setting_aim_keeps_two_launches(setting: tuple[str, str]) -> None:
+    aim = Aim(AimKind.SETTING, *setting)
     fault = aim_at(_aimable("torchrun")[0])
     assert fault is not None
 

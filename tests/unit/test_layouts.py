@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, Phase, find, settings
 
-from zephon_chaos.explore.cells import Dim, LayoutChange, Why, cell
+from zephon_chaos.dimensions.cells import Dim, LayoutChange, Why, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.space import declare

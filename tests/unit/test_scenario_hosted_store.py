@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import Phase as HPhase
 
-from zephon_chaos.explore.cells import Dim, Relaunch, cell
+from zephon_chaos.dimensions.cells import Dim, Relaunch, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc.refusal import inproc_refusal

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from zephon_chaos.explore.cells import Dim, LayoutChange
+from zephon_chaos.dimensions.cells import Dim, LayoutChange
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.oracles.dp_groups import divergences

@@ -16,9 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
+from zephon_chaos.dimensions.cells import Cell, Dim, Why
 from zephon_chaos.errors import InvalidInput
 from zephon_chaos.explore.budget import format_duration
-from zephon_chaos.explore.cells import Cell, Dim, Why
 from zephon_chaos.explore.database import LOCAL_COPY
 from zephon_chaos.explore.findings import Finding, FindingLabel, Section, size_key
 from zephon_chaos.explore.report import Coverage, TierStats, section_head, setting_lines

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zephon_chaos.dimensions.cells import Cell, Dim, Why
 from zephon_chaos.explore.activity import Activity
 from zephon_chaos.explore.budget import format_duration
-from zephon_chaos.explore.cells import Cell, Dim, Why
 from zephon_chaos.explore.codecov import MEASURE_EVERY, NotMeasured, ZephonCoverage
 from zephon_chaos.explore.codecov import write_files as write_codecov
 from zephon_chaos.explore.findings import Finding, Section

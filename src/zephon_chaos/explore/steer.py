@@ -22,8 +22,8 @@ from typing import Protocol
 from hypothesis import target
 
 from zephon_chaos.aims import Aim
+from zephon_chaos.dimensions.cells import Cell
 from zephon_chaos.explore.aiming import targets
-from zephon_chaos.explore.cells import Cell
 from zephon_chaos.explore.landing import rarity
 from zephon_chaos.explore.report import Coverage
 from zephon_chaos.explore.space import declare

@@ -13,8 +13,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from zephon_chaos.dimensions.cells import Cell
 from zephon_chaos.explore.aiming import aim_at
-from zephon_chaos.explore.cells import Cell
 
 
 class Unreached(enum.Enum):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cache
+from typing import Any
 
 from hypothesis import strategies as st
 
 from zephon_chaos.aims import Aim, link_attributes
-from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
 from zephon_chaos.deployment import Deployment
+from zephon_chaos.dimensions.settings import Options, Setting, setting_of, settings_of
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import (
     lanes_per_rank,
@@ -19,19 +20,9 @@ from zephon_chaos.scenario_rules import (
 from zephon_chaos.strategies.aiming import AIM_ODDS, aim
 from zephon_chaos.strategies.arrival import arrival
 from zephon_chaos.strategies.values import (
-    AGGREGATE_TIMEOUTS_S,
-    AGGREGATION_CHOICES,
-    AGGREGATION_ODDS,
     CHILD_FAULT_DRAW,
-    CODEC_ODDS,
-    COMPRESSOR_CHOICES,
     DATA_KINDS,
-    DEPLOYMENT_ODDS,
-    DOWNSTREAM_AGGREGATION_ODDS,
-    DOWNSTREAM_MTP_ODDS,
     DOWNSTREAM_PACK_ODDS,
-    DOWNSTREAM_PERSIST_ODDS,
-    DOWNSTREAM_RUNNER_ODDS,
     DOWNSTREAM_SHUFFLE_ODDS,
     DOWNSTREAM_STAGE_ODDS,
     DOWNSTREAM_TP_ODDS,
@@ -43,48 +34,32 @@ from zephon_chaos.strategies.values import (
     HOSTED_STORE_ACTIONS,
     HOSTED_STORE_POINTS,
     HOSTED_STORE_ROUNDS,
-    INPROC_PERSIST_ODDS,
-    INPROC_RUNNER_ODDS,
     LATENCIES_MS,
     LAUNCH_CHOICES,
     LINK_FAULT_DRAW,
     LINK_HEAL_DRAW,
-    MAPPING_CHOICES,
     MORE_LAUNCHES,
-    MTP_CHOICES,
     PACK_BINS,
     PACK_LENGTHS,
     PACK_ODDS,
     PACKINGS,
-    PERSIST_FORMATS,
-    PREFETCH_CHOICES,
-    PREFETCH_ODDS,
     PROFILES,
     RANK_FAULT_POINTS,
     RESTART_CHOICES,
     RESTART_ODDS,
     ROUND_FAULTS,
     ROUND_NUMBERS,
-    RUNNER_CHOICES,
-    SERIALIZER_CHOICES,
     SHUFFLE_BUFFERS,
     SHUFFLE_ODDS,
     SHUFFLES,
-    SHUTDOWN_CHOICES,
-    SHUTDOWN_ODDS,
     STAGE_ODDS,
     STALLS_S,
-    STORE_FAULT_AGGREGATION_ODDS,
-    STORE_FAULT_PERSIST_ODDS,
     STORE_FAULT_TIMEOUT_S,
     STORE_TOXICS,
     THREAD_FAULTS,
     THREAD_TOXICS,
     TIERS,
     TOKEN_CHOICES,
-    TORCHRUN_MTP_ODDS,
-    TORCHRUN_PERSIST_ODDS,
-    TORCHRUN_RUNNER_ODDS,
     TP_CHOICES,
     TP_ODDS,
     Profile,
@@ -186,48 +161,31 @@ def data_specs(draw: st.DrawFn) -> DataSpec:
 def pipeline_specs(
     tier: Tier, max_c: int, store_only: bool = False, profile: Profile = "default"
 ) -> st.SearchStrategy[PipelineSpec]:
-    """C, mapping, runner, ``mtp_mode``, aggregation and Zephon's options on that path (codec,
-    timeout, prefetch depth, shutdown mode), each shrinking to its default; worker processes
-    only on torchrun; ``store_only``: aggregation through a store (torchrun's or the harness's:
-    what link faults act on); ``profile``: see ``PROFILES``."""
+    """C, then the pipeline's settings (``dimensions.settings``: mapping, runner,
+    ``mtp_mode``, aggregation and Zephon's options on that path), each shrinking to its
+    default; ``store_only``: the odds of a run with link faults (aggregation through a store,
+    torchrun's or the harness's: what link faults act on); ``profile``: see ``PROFILES``."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
-    downstream = profile == "downstream"
-    if tier == "inproc":
-        runner_odds = INPROC_RUNNER_ODDS
-    else:
-        runner_odds = DOWNSTREAM_RUNNER_ODDS if downstream else TORCHRUN_RUNNER_ODDS
-    mtp_odds = DOWNSTREAM_MTP_ODDS if downstream else TORCHRUN_MTP_ODDS
-    mtp = (
-        st.just(False)
-        if tier == "inproc"
-        else weighted(MTP_CHOICES, mtp_odds).map(lambda v: v == "on")
-    )
-    agg_odds = DOWNSTREAM_AGGREGATION_ODDS if downstream else AGGREGATION_ODDS
-    return st.builds(
-        PipelineSpec,
-        canonical_replicas=st.integers(1, max_c),
-        mapping=st.sampled_from(MAPPING_CHOICES),
-        runner=weighted(RUNNER_CHOICES, runner_odds),
-        mtp_mode=mtp,
-        aggregation=weighted(
-            AGGREGATION_CHOICES, STORE_FAULT_AGGREGATION_ODDS if store_only else agg_odds
-        ),
-        aggregate_timeout_s=one_of(AGGREGATE_TIMEOUTS_S),
-        aggregate_serializer=weighted(SERIALIZER_CHOICES, CODEC_ODDS),
-        aggregate_compressor=weighted(COMPRESSOR_CHOICES, CODEC_ODDS),
-        prefetch_batches=weighted(PREFETCH_CHOICES, PREFETCH_ODDS),  # type: ignore[arg-type]
-        shutdown_mode=weighted(SHUTDOWN_CHOICES, SHUTDOWN_ODDS),
-    )
+    o = Options(tier=tier, profile=profile, store_faults=store_only)
+    drawn = {s.field: setting_draw(s, o) for s in settings_of("pipeline")}
+    return st.builds(PipelineSpec, canonical_replicas=st.integers(1, max_c), **drawn)
+
+
+def setting_draw(setting: Setting, o: Options) -> st.SearchStrategy[Any]:
+    """One of ``setting``'s values by its odds for ``o``, shrinking to the first; the one value
+    with odds, without a draw."""
+    odds = setting.odds.of(o)
+    if odds is None:
+        return one_of(setting.values)
+    live = [v for v, odd in zip(setting.values, odds, strict=True) if odd > 0]
+    return st.just(live[0]) if len(live) == 1 else weighted(setting.values, odds)
 
 
 def persist_odds(tier: Tier, store_faults: bool, profile: Profile) -> tuple[int, ...]:
     """Odds of each of ``PERSIST_FORMATS`` for a tier, link faults or not, and a profile."""
-    if tier == "inproc":
-        return INPROC_PERSIST_ODDS
-    if store_faults:
-        return STORE_FAULT_PERSIST_ODDS
-    return DOWNSTREAM_PERSIST_ODDS if profile == "downstream" else TORCHRUN_PERSIST_ODDS
+    o = Options(tier=tier, profile=profile, store_faults=store_faults)
+    return setting_of("persist_format").odds.of(o) or ()
 
 
 def tp_odds(tier: Tier, profile: Profile) -> tuple[int, ...]:
@@ -357,13 +315,10 @@ def settled(scenario: Scenario) -> Scenario:
 
 @st.composite
 def deployments(draw: st.DrawFn) -> Deployment:
-    """A deployment (``zephon_chaos.deployment``): each field by ``DEPLOYMENT_ODDS``,
-    shrinking to the downstream's default."""
-    values = {
-        name: draw(weighted(choices, DEPLOYMENT_ODDS[name]))
-        for name, choices in DEPLOYMENT_CHOICES.items()
-    }
-    return Deployment(**values)
+    """A deployment (``zephon_chaos.deployment``): each of its settings by its odds, shrinking
+    to the downstream's default."""
+    o = Options()
+    return Deployment(**{s.field: draw(setting_draw(s, o)) for s in settings_of("deployment")})
 
 
 @st.composite
@@ -396,7 +351,8 @@ def scenarios(
         pipeline_specs(tier, max_c=2 * max_world, store_only=store_faults, profile=profile)
     )
     data = _data(draw, profile)
-    persist_format = draw(weighted(PERSIST_FORMATS, persist_odds(tier, store_faults, profile)))
+    o = Options(tier=tier, profile=profile, store_faults=store_faults)
+    own = {s.field: draw(setting_draw(s, o)) for s in settings_of("scenario")}
     deployment = draw(deployments())
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.
@@ -427,8 +383,8 @@ def scenarios(
         data=data,
         pipeline=pipeline,
         phases=tuple(drawn),
-        persist_format=persist_format,
         deployment=deployment,
+        **own,
         plant=plant,
         name="generated",
     )

@@ -5,12 +5,105 @@ from it)."""
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
 from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
 from zephon_chaos.deployment import RUN_ID_POLICIES as RUN_ID_POLICIES  # re-exported
+from zephon_chaos.dimensions.settings import (
+    AGGREGATE_TIMEOUTS_S as AGGREGATE_TIMEOUTS_S,
+)
+from zephon_chaos.dimensions.settings import (
+    AGGREGATION_CHOICES as AGGREGATION_CHOICES,
+)
+from zephon_chaos.dimensions.settings import (
+    AGGREGATION_ODDS as AGGREGATION_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    CODEC_ODDS as CODEC_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    COMPRESSOR_CHOICES as COMPRESSOR_CHOICES,
+)
+from zephon_chaos.dimensions.settings import (
+    DEPLOYMENT_ODDS as DEPLOYMENT_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    DOWNSTREAM_AGGREGATION_ODDS as DOWNSTREAM_AGGREGATION_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    DOWNSTREAM_MTP_ODDS as DOWNSTREAM_MTP_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    DOWNSTREAM_PERSIST_ODDS as DOWNSTREAM_PERSIST_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    DOWNSTREAM_RUNNER_ODDS as DOWNSTREAM_RUNNER_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    INPROC_PERSIST_ODDS as INPROC_PERSIST_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    INPROC_RUNNER_ODDS as INPROC_RUNNER_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    MAPPING_CHOICES as MAPPING_CHOICES,
+)
+from zephon_chaos.dimensions.settings import (
+    MTP_CHOICES as MTP_CHOICES,
+)
+from zephon_chaos.dimensions.settings import (
+    PERSIST_FORMATS as PERSIST_FORMATS,
+)
+from zephon_chaos.dimensions.settings import (
+    PREFETCH_CHOICES as PREFETCH_CHOICES,
+)
+from zephon_chaos.dimensions.settings import (
+    PREFETCH_ODDS as PREFETCH_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    PROFILES as PROFILES,
+)
+from zephon_chaos.dimensions.settings import (
+    RUNNER_CHOICES as RUNNER_CHOICES,
+)
+from zephon_chaos.dimensions.settings import (
+    SERIALIZER_CHOICES as SERIALIZER_CHOICES,
+)
+from zephon_chaos.dimensions.settings import (
+    SHUTDOWN_CHOICES as SHUTDOWN_CHOICES,
+)
+from zephon_chaos.dimensions.settings import (
+    SHUTDOWN_ODDS as SHUTDOWN_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    STORE_FAULT_AGGREGATION_ODDS as STORE_FAULT_AGGREGATION_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    STORE_FAULT_PERSIST_ODDS as STORE_FAULT_PERSIST_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    STORE_FAULT_TIMEOUT_S as STORE_FAULT_TIMEOUT_S,
+)
+from zephon_chaos.dimensions.settings import (
+    TIERS as TIERS,
+)
+from zephon_chaos.dimensions.settings import (
+    TORCHRUN_MTP_ODDS as TORCHRUN_MTP_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    TORCHRUN_PERSIST_ODDS as TORCHRUN_PERSIST_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    TORCHRUN_RUNNER_ODDS as TORCHRUN_RUNNER_ODDS,
+)
+from zephon_chaos.dimensions.settings import (
+    Profile as Profile,
+)
+from zephon_chaos.dimensions.settings import (  # the settings' own values, re-exported
+    Tier as Tier,
+)
 from zephon_chaos.scenario import STORE_ACTIONS
 from zephon_chaos.scenario_rules import (
     FOLLOWER_POINTS,
@@ -19,11 +112,6 @@ from zephon_chaos.scenario_rules import (
     RANK_POINT_ACTIONS,
     STALLING_TOXICS,
     STORE_AGGREGATIONS,
-)
-from zephon_chaos.validation.values import (
-    AGGREGATE_COMPRESSORS,
-    AGGREGATE_SERIALIZERS,
-    SHUTDOWN_MODES,
 )
 from zephon_chaos.workload.spec import (
     AT_STEP,
@@ -119,14 +207,6 @@ __all__ = [
     "weighted",
 ]
 
-Tier = Literal["inproc", "torchrun"]
-TIERS: tuple[Tier, ...] = ("inproc", "torchrun")
-Profile = Literal["default", "downstream"]
-PROFILES: tuple[Profile, ...] = ("default", "downstream")
-"""``downstream``: the odds of what torchtitan-zephon runs (worker processes, ``mtp_mode``,
-torchrun's store, DCP persistence, DP x TP layouts with tp 2) become the common case on
-torchrun; ``default`` keeps worker processes rare, as each launch of them takes tens of
-seconds."""
 THREAD_FAULTS = ("raise",)
 PROCESS_FAULTS = ("raise", "exit", "sigkill", "sigterm")
 """Simplest first. ``kill_agent`` is left to targeted tests; ``sigstop`` is drawn only at a
@@ -149,20 +229,8 @@ that waits for the stalled rank hangs; it runs under a short deadline,
 LATENCIES_MS = (10, 50, 200)
 LEADER_PHASES = LEADER_POINTS
 FOLLOWER_PHASES = FOLLOWER_POINTS
-STORE_FAULT_TIMEOUT_S = 2.0
-"""``aggregate_timeout_s`` of a scenario with link faults: a failing round ends in seconds."""
 LAUNCH_CHOICES = ("standalone", "static", "c10d")
 """Launch paths a torchrun launch draws; threads have only the first."""
-RUNNER_CHOICES = ("inline", "threads", "process")
-INPROC_RUNNER_ODDS = (2, 1, 0)
-"""Odds of each of ``RUNNER_CHOICES`` per tier: threads start no worker processes."""
-TORCHRUN_RUNNER_ODDS = (12, 6, 1)
-DOWNSTREAM_RUNNER_ODDS = (1, 1, 4)
-"""The downstream's ``runner="process"``, two launches in three (torchrun tier)."""
-MTP_CHOICES = ("off", "on")
-TORCHRUN_MTP_ODDS = (19, 1)
-"""``mtp_mode`` on torchrun only (its child process, like worker processes, needs one)."""
-DOWNSTREAM_MTP_ODDS = (1, 2)
 TP_CHOICES = (1, 2, 4)
 """Tensor-parallel ranks per DP group (``Phase.tp``), 1 (Zephon's 1D default) first; powers of
 two, as trainers' TP degrees are (Zephon warns of any other ``world / dp_degree``)."""
@@ -170,49 +238,6 @@ TP_ODDS = (6, 3, 1)
 DOWNSTREAM_TP_ODDS = (1, 4, 1)
 """The downstream's DP x TP with tp 2, two launches in three (torchrun tier)."""
 STORE_FAULT_AGGREGATIONS = STORE_AGGREGATIONS
-STORE_FAULT_AGGREGATION_ODDS = (1, 1, 1)
-"""Odds of each of ``AGGREGATION_CHOICES`` with link faults on: each mode a fair share. A link
-fault acts on a store only (under ``dir`` it is dropped), but ``dir`` still takes round-point
-rank faults on its round files and what a relaunch meets in the job's directory."""
-MAPPING_CHOICES = ("contiguous", "interleaved")
-AGGREGATION_CHOICES = ("store", "store_explicit", "dir")
-AGGREGATION_ODDS = (1, 1, 1)
-DOWNSTREAM_AGGREGATION_ODDS = (3, 1, 1)
-"""torchrun's store, the recipe's default, three times in five; the hosted store and the job's
-``aggregate_dir`` (the smoke recipes' ``ZEPHON_AGGREGATE_DIR``) one in five each."""
-PERSIST_FORMATS = ("pickle", "json", "torch", "plain_json", "dcp")
-INPROC_PERSIST_ODDS = (1, 1, 1, 1, 0)
-"""``dcp`` saves and loads on every rank together over a process group: threads have none."""
-TORCHRUN_PERSIST_ODDS = (1, 1, 1, 1, 1)
-DOWNSTREAM_PERSIST_ODDS = (1, 1, 1, 1, 4)
-STORE_FAULT_PERSIST_ODDS = (1, 1, 1, 1, 0)
-"""No ``dcp`` beside link faults: after a split checkpoint outcome the ranks that got one
-would block in DCP's collective save, which the fault oracles' verdicts do not model."""
-SERIALIZER_CHOICES = AGGREGATE_SERIALIZERS
-COMPRESSOR_CHOICES = AGGREGATE_COMPRESSORS
-CODEC_ODDS = (3, 1)
-"""Zephon's default codec three times in four; values from ``validation.values``."""
-AGGREGATE_TIMEOUTS_S = (30.0, 180.0)
-"""The spec's default, then Zephon's. Shorter ones belong to link-fault scenarios (which
-set their own): a round can wait that long for a rank whose worker processes still start."""
-PREFETCH_CHOICES = (None, 0, 1, 32)
-"""``prefetch_batches``: Zephon's derived depth, none, one, deeper than derived here."""
-PREFETCH_ODDS = (3, 3, 1, 3)
-"""A depth of one costs each pipeline about a second at its end (Zephon's buffering producer
-waits out its 1 s ``put`` timeout on a full queue of one: ``_internal/utils/buffering.py``),
-five launches and a reference run six seconds: drawn 1 time in 10 to keep the search's rate."""
-SHUTDOWN_CHOICES = SHUTDOWN_MODES
-SHUTDOWN_ODDS = (3, 1)
-DEPLOYMENT_ODDS: dict[str, tuple[int, ...]] = {
-    "aggregate_dir": (3, 1),
-    "hosted_store": (3, 1),
-    "run_id": (3, 1, 1),
-    "operator": (3, 1),
-}
-"""Odds of each ``Deployment`` field's values, in the order ``deployment`` lists them: the
-downstream's default (one directory, one store, one run id, nobody cleaning up) three times
-in five or more, and every value a real job may choose drawn too (each shrinks to the
-default)."""
 DATA_KINDS = ("memory", "jsonl")
 EXHAUSTION_CHOICES = ("repeat", "stop")
 EXHAUSTION_ODDS = (3, 1)

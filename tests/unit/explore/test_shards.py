@@ -21,7 +21,7 @@ from hypothesis.database import (
 )
 
 from zephon_chaos import cli
-from zephon_chaos.explore.cells import Dim, cell
+from zephon_chaos.dimensions.cells import Dim, cell
 from zephon_chaos.explore.config import BOTH_INPROC_SHARE, reserve_s
 from zephon_chaos.explore.database import (
     DatabaseError,

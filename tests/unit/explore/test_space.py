@@ -4,6 +4,7 @@ the coverage section marks the cells a run never reached."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ from hypothesis import Phase as HypothesisPhase
 from hypothesis import strategies as st
 
 from zephon_chaos import strategies
+from zephon_chaos.dimensions import settings as settings_table
+from zephon_chaos.dimensions.cells import ROUND_POINTS, Dim, Why, cell
+from zephon_chaos.explore import fault_dims, layout_dims
 from zephon_chaos.explore import space as space_module
-from zephon_chaos.explore.cells import ROUND_POINTS, Dim, Why, cell
 from zephon_chaos.explore.landing import cells_of, rarity
 from zephon_chaos.explore.report import NEVER, Coverage
 from zephon_chaos.explore.space import declare
@@ -52,7 +55,8 @@ def values(space: space_module.Space, dim: Dim) -> list[tuple[str, ...]]:
 
 @pytest.mark.parametrize("name", CONSTANTS)
 def test_the_space_imports_the_strategies_constants_rather_than_copying_them(name: str) -> None:
-    assert getattr(space_module, name) is getattr(strategies, name)
+    tables = (layout_dims, fault_dims, settings_table)
+    assert any(getattr(m, name, None) is getattr(strategies, name) for m in tables)
 
 
 def test_declared_cells_enumerate_every_value_of_the_strategies_constants() -> None:
@@ -79,7 +83,11 @@ def test_declared_cells_enumerate_every_value_of_the_strategies_constants() -> N
 
 def test_adding_a_value_to_a_constant_adds_a_cell(monkeypatch: pytest.MonkeyPatch) -> None:
     before = declare("inproc")
-    monkeypatch.setattr(space_module, "MAPPING_CHOICES", (*strategies.MAPPING_CHOICES, "striped"))
+    striped = tuple(
+        replace(s, values=(*s.values, "striped")) if s.field == "mapping" else s
+        for s in settings_table.SETTINGS
+    )
+    monkeypatch.setattr(settings_table, "SETTINGS", striped)
     after = declare("inproc")
     assert len(after.cells) == len(before.cells) + 1
     assert cell(Dim.MAPPING, "striped") in after.reachable()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zephon_chaos.explore.cells import Dim, Why, cell
+from zephon_chaos.dimensions.cells import Dim, Why, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.scenario import Phase, Scenario

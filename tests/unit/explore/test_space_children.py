@@ -9,8 +9,8 @@ import pytest
 
 from tests.unit.test_scenario import workers_killed
 from zephon_chaos.aims import CHILD_POINTS, AimKind, Draws, aimed
+from zephon_chaos.dimensions.cells import CHILD_WHEN, Cell, Dim, Why, cell
 from zephon_chaos.explore.aiming import aim_at
-from zephon_chaos.explore.cells import CHILD_WHEN, Cell, Dim, Why, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.scenario import Phase, Scenario

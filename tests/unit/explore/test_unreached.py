@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from zephon_chaos.dimensions.cells import Dim, cell
 from zephon_chaos.explore.aiming import aim_at, targets
-from zephon_chaos.explore.cells import Dim, cell
 from zephon_chaos.explore.merge import markdown, merge, read_reports
 from zephon_chaos.explore.report import Coverage
 from zephon_chaos.explore.space import declare

@@ -177,3 +177,11 @@ def layout_change(before: tuple[int, int], after: tuple[int, int]) -> LayoutChan
     if tp0 == tp1:
         return LayoutChange.DP_ONLY
     return LayoutChange.TP_ONLY if dp0 == dp1 else LayoutChange.BOTH
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A cell of the declared space, and why the strategies cannot reach it (None: they can)."""
+
+    cell: Cell
+    why_not: Why | None = None
