@@ -18,7 +18,7 @@ from typing import Literal
 
 from zephon_chaos.dimensions.settings import WORKER_PROCESS_COST, setting_of
 from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
-from zephon_chaos.scenario_rules import ROUND_ONLY_ACTIONS, STALLING_TOXICS, laid_out_tp
+from zephon_chaos.scenario_rules import STALLING_TOXICS, laid_out_tp
 from zephon_chaos.workload.spec import (
     AT_STEP,
     COLLECTIVE_FORMATS,
@@ -61,9 +61,6 @@ STALL_COST = 6
 cell)."""
 HOSTED_COST = 3
 """A hosted store's fault: the store is restarted, killed or stopped (10 s a cell)."""
-STOPPED_RANK_COST = 3
-"""A rank stopped (SIGSTOP) at a round point: the round waits for it past its budget before
-the harness continues it (9-10 s a launch, where another signal's launch takes under 1 s)."""
 LAG_COST = 2
 """A lagging rank's cell (5.5 s a cell)."""
 
@@ -112,8 +109,6 @@ class Aim:
             return STALL_COST
         if self.kind is AimKind.HOSTED:
             return HOSTED_COST
-        if self.kind is AimKind.RANK and self.action in ROUND_ONLY_ACTIONS:
-            return STOPPED_RANK_COST
         if self.kind is AimKind.LAG:
             return LAG_COST
         return 1

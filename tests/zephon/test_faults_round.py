@@ -147,6 +147,17 @@ def assert_round_fault_judged(outcome: Any, fault: RankFault) -> list[dict[str, 
     return events
 
 
+def test_a_stopped_leader_is_continued_once_its_followers_calls_ended(resume_check) -> None:
+    """The leader stops before announcing round 2; its follower waits T for the announcement
+    and fails its call, which it says on the control channel: the harness continues the
+    leader then, not after the bound (3 T + 3 s)."""
+    fault = RankFault(0, 0, "sigstop", at="announce#2")
+    outcome = resume_check(faulted_scenario(fault))
+    assert_round_fault_judged(outcome, fault)
+    continued = outcome.phases[0].fault.continued
+    assert continued.after == "calls ended", continued
+
+
 def test_a_raise_in_a_round_is_retried_away_under_lockstep(resume_check) -> None:
     """The raising rank fails attempt 1 of checkpoint 1; every rank agrees to retry, and
     attempt 2 (the rank's third shard write: no fault) completes on all."""

@@ -22,6 +22,10 @@ from typing import Any
 from zephon_chaos.closing import Closing
 
 RELEASE = b"release\n"
+CALL_ENDED = "call_ended"
+"""What a rank sends when its first ``checkpoint()`` call of a round that stops a rank has
+returned or raised (``rank.main``): the logical event a stopped rank's watcher waits for
+(``nemeses.round_faults``), rather than a bound."""
 
 
 def _address(name: str) -> str:

@@ -33,5 +33,5 @@ def launch_faults(
         drivers.append(proxy_session().launch(phase.proxy_faults, phase.world_size))
     at_round = next((f for f in phase.rank_faults if f.at_round), None)
     if at_round is not None:
-        drivers.append(RoundFaultLaunch(at_round, timeout_s))
+        drivers.append(RoundFaultLaunch(at_round, timeout_s, phase.world_size))
     return tuple(drivers)

@@ -10,9 +10,12 @@ after fsyncing the ``fired`` event that is the evidence. The interposer is the s
 A SIGSTOP is the harness's to end. A watcher thread hears the rank's ``fired`` event on the
 control channel, waits for the kernel's word that the rank stopped (state T), then for the
 next logical event: the leader publishing that round's outcome, where the victim is a
-follower stopped before it (``shard``, ``participants``); otherwise, or if that never comes,
-a bound of ``failure_bound_s(T)`` (by then every other rank must have failed the round).
-Then SIGCONT, checked against PID reuse. The stop is excused from the victim's durations.
+follower stopped before it (``shard``, ``participants``); otherwise every other rank's first
+call of that checkpoint having returned or raised (each rank says so on the channel,
+``faults.control.CALL_ENDED``): what the others could do in the round without the victim is
+done. If that never comes (a rank died, or waits on the victim), a bound of
+``failure_bound_s(T)``, by which every other rank must have failed the round. Then SIGCONT,
+checked against PID reuse. The stop is excused from the victim's durations.
 
 After the launch the faulted round is judged by :func:`zephon_chaos.oracles.faults.judge`
 (completed, failed with a cause within the bound, split, split resolved by a lockstep retry),
@@ -29,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from zephon_chaos.faults.control import InterposerControl
+from zephon_chaos.faults.control import CALL_ENDED, InterposerControl
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.nemeses.process import ProcessFaultError, StopEvidence, wait_stopped
@@ -70,7 +73,8 @@ class Continued:
 
     stop: StopEvidence
     after: str
-    """``outcome``: the leader published the round's outcome; ``bound``: the bound passed."""
+    """``outcome``: the leader published the round's outcome; ``calls ended``: every other
+    rank's call of the checkpoint ended; ``launch end``; ``bound``: the bound passed."""
 
     @property
     def stopped_s(self) -> float:
@@ -86,6 +90,7 @@ class RoundFaultLaunch(LaunchFault):
 
     fault: RankFault
     timeout_s: float
+    world_size: int = 2
     evidence: list[str] = field(default_factory=list)
     verdict: fault_oracle.FaultVerdict | None = None
     continued: Continued | None = None
@@ -147,13 +152,26 @@ class RoundFaultLaunch(LaunchFault):
                     after = "outcome" if heard.event.get("kind") == "fired" else "launch end"
             else:
                 with contextlib.suppress(TimeoutError):
-                    control.expect_any(bound, ENDED)
-                    after = "launch end"
+                    after = self._others_ended(control, bound)
             if target.alive():
                 os.kill(target.pid, signal.SIGCONT)
             self.continued = Continued(replace(stop, continued_at=time.monotonic()), after)
         except (TimeoutError, ProcessFaultError, OSError, ValueError, KeyError) as exc:
             self.watch_error = f"{type(exc).__name__}: {exc}"
+
+    def _others_ended(self, control: InterposerControl, bound: float) -> str:
+        """Wait, up to ``bound`` seconds, until every rank but the victim has ended its first
+        call of the faulted checkpoint (``calls ended``) or the launch ended (``launch
+        end``); TimeoutError past the bound."""
+        deadline = time.monotonic() + bound
+        waiting = set(range(self.world_size)) - {self.fault.rank}
+        while waiting:
+            ended = ({"kind": CALL_ENDED, "rank": r, "index": self.index} for r in waiting)
+            heard = control.expect_any(deadline - time.monotonic(), ENDED, *ended)
+            if heard.event.get("kind") == ENDED["kind"]:
+                return "launch end"
+            waiting.discard(int(heard.event["rank"]))
+        return "calls ended"
 
     def judge(self, run: Any, *, attempt: int | None = None) -> list[Problem]:
         """Problems of the launch: a fault without evidence, a stop never seen, a checkpoint

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zephon_chaos.faults.control import CALL_ENDED, notify
 from zephon_chaos.lanes import dp_group, lanes_of
 from zephon_chaos.rank.checkpointing import take_checkpoint
 from zephon_chaos.rank.hooks import RankHooks
@@ -202,8 +203,13 @@ def run_rank(
     lane_counts: dict[int, int] = {lane: 0 for lane in lanes}
     fetch_at: float | None = None  # set while next() runs: the error record names that step
 
-    def heal(index: int, attempt: int) -> None:
-        """Undo the link faults that end with the round this call was (``ProxyFault.until``)."""
+    stopping = {t.occurrence - 1 for t in spec.triggers if t.action == "sigstop"}
+
+    def call_ended(index: int, attempt: int) -> None:
+        """Undo the link faults that end with the round this call was (``ProxyFault.until``);
+        tell the harness that this rank's first call of a round that stops a rank ended."""
+        if spec.control is not None and attempt == 1 and index in stopping:
+            notify(spec.control, {"kind": CALL_ENDED, "rank": rank, "index": index})
         if plan is None:
             return
         for facts in plan.heals.heal(plan):
@@ -215,7 +221,9 @@ def run_rank(
     def checkpoint(after: int) -> None:
         nonlocal taken
         hooks.before_checkpoint(taken)
-        take_checkpoint(pipe, spec, rank, taken, after, lane_counts, out, hooks, call_ended=heal)
+        take_checkpoint(
+            pipe, spec, rank, taken, after, lane_counts, out, hooks, call_ended=call_ended
+        )
         taken += 1
 
     try:

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from zephon_chaos.explore.known import STALLED_STORE_LINK, explaining, unexplained
+from zephon_chaos.faults.control import CALL_ENDED, InterposerControl, notify
 from zephon_chaos.faults.placement import place_store_proxy
-from zephon_chaos.nemeses.round_faults import triggers_for
+from zephon_chaos.nemeses.round_faults import RoundFaultLaunch, triggers_for
 from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch, stall_deadline_s
 from zephon_chaos.oracles.faults import failure_bound_s
 from zephon_chaos.problem import Area, Kind, Problem
@@ -231,3 +232,23 @@ def test_the_same_problem_without_a_stall_is_not_explained() -> None:
     assert unexplained(_stalled_outcome(problem, toxic="down")) == [problem]  # type: ignore[arg-type]
     other = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 1 differs", checkpoint=1).in_phase(0)
     assert unexplained(_stalled_outcome(other)) == [other]  # type: ignore[arg-type]
+
+
+def _heard_calls(ranks: tuple[int, ...], bound: float) -> str:
+    """What a stopped rank 0's watcher (world 3, faulted round 2) makes of ``ranks``' calls
+    of checkpoint 1 ended, each sent as a rank sends it, plus one of another checkpoint."""
+    launch = RoundFaultLaunch(RankFault(0, 0, "sigstop", at="announce#2"), 2.0, world_size=3)
+    with InterposerControl() as control:
+        notify(control.name, {"kind": CALL_ENDED, "rank": 1, "index": 0})
+        for r in ranks:
+            notify(control.name, {"kind": CALL_ENDED, "rank": r, "index": 1})
+        return launch._others_ended(control, bound)
+
+
+def test_a_stopped_rank_is_continued_once_every_other_ranks_call_ended() -> None:
+    assert _heard_calls((2, 1), bound=60.0) == "calls ended"
+
+
+def test_a_stopped_rank_waits_out_the_bound_while_a_call_has_not_ended() -> None:
+    with pytest.raises(TimeoutError):
+        _heard_calls((2,), bound=0.2)
