@@ -67,9 +67,7 @@ class SearchKey:
 def database_key(key: SearchKey) -> bytes:
     """The key the rounds of this search save under: the same in every round, shard and
     process with the same strategy options."""
-    text = repr(
-        (key.tier, key.max_world, key.max_phases, key.plant, key.store_faults, key.profile)
-    )
+    text = repr((key.tier, key.max_world, key.max_phases, key.plant, key.store_faults, key.profile))
     return KEY_SCHEMA + b":" + hashlib.sha256(text.encode()).hexdigest()[:24].encode()
 
 

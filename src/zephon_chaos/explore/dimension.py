@@ -18,6 +18,7 @@ from zephon_chaos.scenario import Scenario
 Declare = Callable[[Options], Iterable[Declared]]
 Land = Callable[[Scenario, "ScenarioOutcome | None"], Iterable[Cell]]
 AimAt = Callable[[Cell], "Aim | None"]
+Reason = Callable[[Options], "Why | None"]
 
 
 def no_aim(c: Cell) -> Aim | None:

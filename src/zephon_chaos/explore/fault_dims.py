@@ -21,7 +21,7 @@ from zephon_chaos.dimensions.cells import (
     cell,
 )
 from zephon_chaos.dimensions.settings import Options
-from zephon_chaos.explore.dimension import Dimension, first
+from zephon_chaos.explore.dimension import AimAt, Declare, Dimension, Land, Reason, first
 from zephon_chaos.explore.layout_dims import accepted
 from zephon_chaos.faults.dir_interposer import absent_on_dir
 from zephon_chaos.nemeses.round_faults import RoundFaultLaunch
@@ -87,7 +87,7 @@ def _role(rank: int) -> str:
     return ROLES[0] if rank == 0 else ROLES[1]
 
 
-def _outcomes(dim: Dim, outcomes: tuple[str, ...], reason):
+def _outcomes(dim: Dim, outcomes: tuple[str, ...], reason: Reason) -> Declare:
     def declare(o: Options) -> Iterator[Declared]:
         for outcome in outcomes:
             yield Declared(cell(dim, outcome), reason(o))
@@ -148,18 +148,25 @@ def _rank_fault_points_landed(s: Scenario, outcome: ScenarioOutcome | None) -> I
             yield cell(Dim.RANK_FAULT_POINT, f.action, point, s.pipeline.aggregation, ph.retry)
 
 
-def _rank_fault_point_aim(c: Cell) -> Aim:
-    action, point, agg, retry = c.value
-    return Aim(AimKind.RANK, action, point, agg, retry)  # type: ignore[arg-type]
+def _point_aim(kind: AimKind) -> AimAt:
+    """The aim at a cell of (action or toxic, point, aggregation, retry)."""
+
+    def aim(c: Cell) -> Aim:
+        action, point, agg, retry = c.value
+        return Aim(kind, action, point, agg, retry)  # type: ignore[arg-type]
+
+    return aim
 
 
-def _rank_fault_roles(o: Options) -> Iterator[Declared]:
-    for point in ROUND_PHASES:
-        for role in ROLES:
-            yield Declared(
-                cell(Dim.RANK_FAULT_ROLE, point, role),
-                first(_round_faults(o), _role_reason(point, role)),
-            )
+def _roles(dim: Dim, points: tuple[str, ...], reason: Reason) -> Declare:
+    """Declares each of ``points`` on each role, where a rank of that role writes it."""
+
+    def declare(o: Options) -> Iterator[Declared]:
+        for point in points:
+            for role in ROLES:
+                yield Declared(cell(dim, point, role), first(reason(o), _role_reason(point, role)))
+
+    return declare
 
 
 def _rank_fault_roles_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
@@ -174,7 +181,7 @@ def _rank_fault_role_aim(c: Cell) -> Aim:
     return Aim(AimKind.RANK, "raise", point, role=role)  # type: ignore[arg-type]
 
 
-def _fault_outcomes_landed(dim: Dim, round_faults: bool):
+def _fault_outcomes_landed(dim: Dim, round_faults: bool) -> Land:
     """What the fault oracle said of each launch with a rank fault at a round point
     (``round_faults``) or a link fault; a hosted store's fault has a dimension of its own."""
 
@@ -191,10 +198,16 @@ def _fault_outcomes_landed(dim: Dim, round_faults: bool):
 RANK_FAULTS: tuple[Dimension, ...] = (
     Dimension(Dim.RANK_FAULT, _rank_faults, _rank_faults_landed),
     Dimension(
-        Dim.RANK_FAULT_POINT, _rank_fault_points, _rank_fault_points_landed, _rank_fault_point_aim
+        Dim.RANK_FAULT_POINT,
+        _rank_fault_points,
+        _rank_fault_points_landed,
+        _point_aim(AimKind.RANK),
     ),
     Dimension(
-        Dim.RANK_FAULT_ROLE, _rank_fault_roles, _rank_fault_roles_landed, _rank_fault_role_aim
+        Dim.RANK_FAULT_ROLE,
+        _roles(Dim.RANK_FAULT_ROLE, ROUND_PHASES, _round_faults),
+        _rank_fault_roles_landed,
+        _rank_fault_role_aim,
     ),
     Dimension(
         Dim.RANK_FAULT_OUTCOME,
@@ -228,20 +241,6 @@ def _store_faults_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterat
         for pf in ph.proxy_faults:
             point = pf.at.partition("#")[0]
             yield cell(Dim.STORE_FAULT, pf.toxic, point, s.pipeline.aggregation, ph.retry)
-
-
-def _store_fault_aim(c: Cell) -> Aim:
-    toxic, point, agg, retry = c.value
-    return Aim(AimKind.LINK, toxic, point, agg, retry)  # type: ignore[arg-type]
-
-
-def _store_fault_roles(o: Options) -> Iterator[Declared]:
-    for point in ROUND_POINTS:
-        for role in ROLES:
-            yield Declared(
-                cell(Dim.STORE_FAULT_ROLE, point, role),
-                first(_link_faults(o), _role_reason(point, role)),
-            )
 
 
 def _store_fault_roles_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
@@ -283,9 +282,12 @@ def _heal_outcomes_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Itera
 
 
 LINK_FAULTS: tuple[Dimension, ...] = (
-    Dimension(Dim.STORE_FAULT, _store_faults, _store_faults_landed, _store_fault_aim),
+    Dimension(Dim.STORE_FAULT, _store_faults, _store_faults_landed, _point_aim(AimKind.LINK)),
     Dimension(
-        Dim.STORE_FAULT_ROLE, _store_fault_roles, _store_fault_roles_landed, _store_fault_role_aim
+        Dim.STORE_FAULT_ROLE,
+        _roles(Dim.STORE_FAULT_ROLE, ROUND_POINTS, _link_faults),
+        _store_fault_roles_landed,
+        _store_fault_role_aim,
     ),
     Dimension(
         Dim.STORE_FAULT_OUTCOME,

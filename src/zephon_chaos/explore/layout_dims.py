@@ -21,7 +21,7 @@ from zephon_chaos.dimensions.cells import (
     map_stage,
 )
 from zephon_chaos.dimensions.settings import Options
-from zephon_chaos.explore.dimension import Dimension, first
+from zephon_chaos.explore.dimension import Declare, Dimension, first
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Phase, Scenario
 from zephon_chaos.strategies import (
@@ -161,7 +161,9 @@ def _map_stage_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[
     yield cell(Dim.MAP_STAGE, map_stage(s.data.stages))
 
 
-def _stage(dim: Dim, choices: tuple[str, ...], odds: tuple[int, ...], down: tuple[int, ...]):
+def _stage(
+    dim: Dim, choices: tuple[str, ...], odds: tuple[int, ...], down: tuple[int, ...]
+) -> Declare:
     def declare(o: Options) -> Iterator[Declared]:
         for choice, odd in zip(choices, down if o.downstream else odds, strict=True):
             yield Declared(cell(dim, choice), None if odd > 0 else Why.NO_ODDS)

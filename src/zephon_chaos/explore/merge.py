@@ -363,8 +363,7 @@ def markdown(merged: Merged, out: Path) -> list[str]:
             f"- run `{run.source}`"
             + (f", shard {run.shard}" if run.shard else "")
             + f": seed {run.seed}, budget {format_duration(run.budget_s)}, used "
-            f"{format_duration(run.elapsed_s)}"
-            + (" (interrupted)" if run.interrupted else "")
+            f"{format_duration(run.elapsed_s)}" + (" (interrupted)" if run.interrupted else "")
         )
     if merged.missing_shards:
         lines.append(f"- shards missing (no report given): {', '.join(merged.missing_shards)}")

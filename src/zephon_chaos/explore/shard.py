@@ -69,4 +69,3 @@ def tier_order(shard: Shard) -> tuple[str, str]:
     torchrun-only defect late in the second. A tier's rounds draw by their own numbers
     (:func:`round_seed`), whatever the order."""
     return BOTH_TIERS[::-1] if shard.index % 2 == 0 else BOTH_TIERS
-

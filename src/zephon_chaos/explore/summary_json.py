@@ -224,9 +224,7 @@ def read_summary_json(path: Path | str) -> SummaryFacts:
                 "tiers": {k: TierFacts(**v) for k, v in doc["tiers"].items()},
                 "findings": [FindingFacts(**f) for f in doc["findings"]],
                 "coverage": {
-                    k: CoverageFacts(
-                        **{**v, "cells": [CellFacts(**c) for c in v["cells"]]}
-                    )
+                    k: CoverageFacts(**{**v, "cells": [CellFacts(**c) for c in v["cells"]]})
                     for k, v in doc.get("coverage", {}).items()
                 },
                 "runs": [RunFacts(**r) for r in doc.get("runs", [])],
