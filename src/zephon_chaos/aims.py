@@ -16,7 +16,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import ROUND_ONLY_ACTIONS, STALLING_TOXICS, laid_out_tp
 from zephon_chaos.workload.spec import (
     AT_STEP,
@@ -184,7 +184,7 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
     return s.with_(phases=(*s.phases[:i], phase, *s.phases[i + 1 :]))
 
 
-def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
+def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Launch:
     ph = _accepted(s.phases[i], s.canonical_replicas(i))
     steps = max(1, ph.steps)
     checkpoints = tuple(cp for cp in ph.checkpoints if i == 0 or cp.step > 0)
@@ -287,7 +287,7 @@ def link_attributes(toxic: str, latency_ms: int) -> dict[str, int]:
     return {"timeout": 0} if toxic in ("reset_peer", "timeout") else {}
 
 
-def _accepted(ph: Phase, c: int) -> Phase:
+def _accepted(ph: Launch, c: int) -> Launch:
     """``ph`` with two ranks or more and no more DP groups than C (Zephon accepts it)."""
     world = max(2, ph.world_size)
     tp = laid_out_tp(world, ph.tp, c)

@@ -2,7 +2,7 @@
 
 Versioned and JSON round-trippable: a scenario found by the explorer is saved as a file that
 ``zephon-chaos replay`` runs again, as it was found (:class:`Found`: the tier, the launch
-lane and the signature). Phase ``i > 0`` restores from the last checkpoint phase ``i - 1``
+lane and the signature). Launch ``i > 0`` restores from the last checkpoint phase ``i - 1``
 took; the reference is one uninterrupted run of the same data and lanes.
 """
 
@@ -39,8 +39,10 @@ from zephon_chaos.workload.spec import (
     from_dict,
 )
 
-SCENARIO_VERSION = 3
-"""3: a link fault may heal (``ProxyFault.until``); a file of version 1 or 2 has none that
+SCENARIO_VERSION = 4
+"""4: a launch names its launch path ``path`` (:attr:`Launch.path`), where versions 1 to 3
+name it ``launch``; a file of an earlier version loads with its ``launch`` read as ``path``.
+3: a link fault may heal (``ProxyFault.until``); a file of version 1 or 2 has none that
 does, and loads with every ``until`` ``never``. 2: the deployment (``deployment.Deployment``)
 is part of the scenario, and ``found`` (:class:`Found`) says how a finding was found. A file
 of version 1 ran under ``deployment.BEFORE_VERSION_2`` and its ``run_id_policy``, has no
@@ -113,11 +115,18 @@ class Found:
 
 
 @dataclass(frozen=True)
-class Phase:
+class Launch:
+    """One launch of the scenario: ``world_size`` ranks run ``steps`` global steps, take
+    ``checkpoints`` and meet their faults; a launch after the first restores the last
+    checkpoint the one before it handed on."""
+
     world_size: int
     steps: int
     checkpoints: tuple[CheckpointAt, ...] = ()
-    launch: LaunchPath = "standalone"
+    path: LaunchPath = "standalone"
+    """How torchrun starts the group (``launch.spec.LAUNCH_PATHS``): ``standalone``, or a
+    rendezvous of the ``static`` or ``c10d`` kind. A file before version 4 calls it
+    ``launch``."""
     rank_faults: tuple[RankFault, ...] = ()
     proxy_faults: tuple[ProxyFault, ...] = ()
     store_faults: tuple[StoreFault, ...] = ()
@@ -145,7 +154,7 @@ class Phase:
     a rank that calls a checkpoint only once a peer's call of it has ended."""
     hosts: int = 1
     """> 1: the ranks spread evenly over that many hosts, each a network namespace with an
-    agent of its own (``launch.netns``, needs root); with ``launch`` c10d or static."""
+    agent of its own (``launch.netns``, needs root); with ``path`` c10d or static."""
     tp: int = 1
     """Tensor-parallel ranks per data-parallel group: the launch is ``world_size / tp`` DP
     groups of ``tp`` ranks each (rank r in group ``r // tp``) that read the same lanes, as
@@ -156,7 +165,7 @@ class Phase:
         """Data-parallel groups of the launch (Zephon's ``dp_degree``); lanes are theirs."""
         return self.world_size // max(1, self.tp)
 
-    def unfaulted(self) -> Phase:
+    def unfaulted(self) -> Launch:
         """This launch with no fault of any kind, no restart and no retry policy."""
         return replace(
             self,
@@ -179,7 +188,7 @@ class Phase:
 class Scenario:
     data: DataSpec = field(default_factory=DataSpec)
     pipeline: PipelineSpec = field(default_factory=PipelineSpec)
-    phases: tuple[Phase, ...] = ()
+    phases: tuple[Launch, ...] = ()
     persist_format: str = "pickle"
     deployment: Deployment = DOWNSTREAM
     """What outlives a launch and who touches it between launches (``deployment``)."""
@@ -268,8 +277,8 @@ class Scenario:
             )
             _check(ph.steps >= 0, f"{where}.steps", "must be non-negative", r.STEPS_NONNEGATIVE)
             _check(
-                ph.launch in LAUNCH_PATHS,
-                f"{where}.launch",
+                ph.path in LAUNCH_PATHS,
+                f"{where}.path",
                 f"one of {LAUNCH_PATHS}",
                 r.LAUNCH_PATH_KNOWN,
             )
@@ -277,9 +286,9 @@ class Scenario:
             _check(ph.sync in SYNCS, f"{where}.sync", f"one of {SYNCS}", r.SYNC_KNOWN)
             _check(
                 ph.hosts == 1
-                or (ph.hosts > 1 and ph.launch != "standalone" and ph.world_size % ph.hosts == 0),
+                or (ph.hosts > 1 and ph.path != "standalone" and ph.world_size % ph.hosts == 0),
                 f"{where}.hosts",
-                "must be 1, or more hosts that divide world_size, with launch c10d or static",
+                "must be 1, or more hosts that divide world_size, with path c10d or static",
                 r.HOSTS_LAYOUT,
             )
             _check(ph.tp >= 1, f"{where}.tp", "must be at least 1", r.TP_POSITIVE)
@@ -488,7 +497,10 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
     phases_raw = raw.get("phases", [])
     if not isinstance(phases_raw, list):
         raise ScenarioError(f"{where}.phases: expected a list")
-    phases = tuple(_phase_from(p, f"{where}.phases[{i}]") for i, p in enumerate(phases_raw))
+    version = raw.get("version", SCENARIO_VERSION)
+    phases = tuple(
+        _phase_from(p, f"{where}.phases[{i}]", version) for i, p in enumerate(phases_raw)
+    )
     optional = ("persist_format", "plant", "name", "backend")
     rest: dict[str, Any] = {k: raw[k] for k in optional if k in raw}
     if raw.get("found") is not None:
@@ -533,10 +545,15 @@ def _with_refusal_errors(scenario: Scenario, unnamed: list[bool]) -> Scenario:
     return scenario.with_(phases=phases)
 
 
-def _phase_from(raw: Any, where: str) -> Phase:
+def _phase_from(raw: Any, where: str, version: int) -> Launch:
     if not isinstance(raw, dict):
         raise ScenarioError(f"{where}: expected an object")
     raw = dict(raw)
+    if version < 4:  # the launch path was ``launch`` before version 4; it is ``path`` now
+        if "path" in raw:
+            raise ScenarioError(f"{where}.path: a version-{version} file names it launch")
+        if "launch" in raw:
+            raw["path"] = raw.pop("launch")
     nested = {
         "checkpoints": CheckpointAt,
         "rank_faults": RankFault,
@@ -552,6 +569,6 @@ def _phase_from(raw: Any, where: str) -> Phase:
             raise ScenarioError(f"{where}.{key}: expected a list")
         kwargs[key] = tuple(from_dict(cls, x, f"{where}.{key}[{i}]") for i, x in enumerate(items))
     try:
-        return Phase(**raw, **kwargs)
+        return Launch(**raw, **kwargs)
     except TypeError as exc:
         raise ScenarioError(f"{where}: {exc}") from None

@@ -24,7 +24,7 @@ from zephon_chaos.explore.cells import Cell, Dim
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc import inproc_runner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import HEALING_TOXICS, is_finite, normalised, violations
 from zephon_chaos.strategies import STORE_FAULT_TIMEOUT_S, scenarios
 from zephon_chaos.strategies.aiming import COST_SCALE, MIN_GROUP_CELLS, group_odds, one_aim
@@ -162,7 +162,7 @@ def test_a_layout_aim_resumes_onto_the_other_mesh_with_identical_batches(
     tmp_path: Path, change: str, reverse: bool
 ) -> None:
     drawn = Scenario(
-        pipeline=PipelineSpec(canonical_replicas=3), phases=(Phase(3, 2), Phase(1, 2))
+        pipeline=PipelineSpec(canonical_replicas=3), phases=(Launch(3, 2), Launch(1, 2))
     )
     scenario = normalised(aimed(drawn, 0, Aim(AimKind.LAYOUT, change), Draws(rank=int(reverse))))
     assert violations(scenario) == []
@@ -186,9 +186,9 @@ def test_a_child_aim_kills_one_ranks_workers_alone_in_the_first_launch(
         data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
         pipeline=PipelineSpec(canonical_replicas=3, mtp_mode=True),
         phases=(
-            Phase(3, 3, (CheckpointAt(1),), rank_faults=(RankFault(0, 2, "raise"),)),
-            Phase(1, 2),
-            Phase(2, 2),
+            Launch(3, 3, (CheckpointAt(1),), rank_faults=(RankFault(0, 2, "raise"),)),
+            Launch(1, 2),
+            Launch(2, 2),
         ),
     )
     aim = Aim(AimKind.CHILD, CHILD_TARGETS[0], point)
@@ -227,7 +227,7 @@ def test_a_heal_aim_gives_the_heal_oracle_a_call_to_judge(tmp_path: Path, toxic:
 
     check()
     pipeline = PipelineSpec(canonical_replicas=2, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
-    drawn = Scenario(pipeline=pipeline, phases=(Phase(2, 1),))
+    drawn = Scenario(pipeline=pipeline, phases=(Launch(2, 1),))
     scenario = normalised(aimed(drawn, 0, aim, Draws()))
     [fault] = scenario.phases[0].proxy_faults
     assert (fault.rank, fault.until, scenario.phases[0].retry) == (0, ROUND_END, "lockstep")

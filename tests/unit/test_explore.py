@@ -28,7 +28,7 @@ from zephon_chaos.runner import (
     expected_failure_problems,
     failed_launch,
 )
-from zephon_chaos.scenario import SCENARIO_VERSION, Phase, Scenario
+from zephon_chaos.scenario import SCENARIO_VERSION, Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
 
 PLANT = "skip_after_midwindow_resize"
@@ -39,7 +39,7 @@ def planted(plant: str | None = PLANT) -> Scenario:
     """The planted defect's true minimum: one rank with two lanes, mid-window, then two."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(1, 1, (CheckpointAt(0, 1),)), Phase(2, 1)),
+        phases=(Launch(1, 1, (CheckpointAt(0, 1),)), Launch(2, 1)),
         plant=plant,
     )
 
@@ -104,7 +104,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
             "checkpoint.differs.same-size.boundary",
         ),
         (
-            outcome(expected_failure_problems(1, Phase(3, 1), SUCCEEDED)[0]),
+            outcome(expected_failure_problems(1, Launch(3, 1), SUCCEEDED)[0]),
             "refusal.accepted.no-resume.no-resume",
         ),
         (
@@ -220,7 +220,7 @@ def _bad_json(tmp_path: Path) -> Path:
 
 
 def _signal_file(tmp_path: Path) -> Path:
-    scenario = Scenario(phases=(Phase(2, 2, rank_faults=(RankFault(0, 1, "sigkill"),)),))
+    scenario = Scenario(phases=(Launch(2, 2, rank_faults=(RankFault(0, 1, "sigkill"),)),))
     return scenario.save(tmp_path / "signal.json")
 
 
@@ -426,7 +426,7 @@ def test_polishing_stays_in_the_space_the_strategies_generate() -> None:
     finite = Scenario(
         data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(1, 1, (CheckpointAt(0),)), Phase(1, RUN_DRY_STEPS)),
+        phases=(Launch(1, 1, (CheckpointAt(0),)), Launch(1, RUN_DRY_STEPS)),
         name="finite",
     ).validate()
     judged: list[Scenario] = []

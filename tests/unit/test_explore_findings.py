@@ -29,7 +29,7 @@ from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome, expected_failure_problems
-from zephon_chaos.scenario import Found, Phase, Scenario
+from zephon_chaos.scenario import Found, Launch, Scenario
 from zephon_chaos.workload.spec import PipelineSpec
 
 ACCEPTED = "refusal.accepted.no-resume.no-resume"
@@ -37,7 +37,7 @@ EXPECTED_ERROR = "canonical_replicas (2) must be >= dp_degree (3)"
 
 
 def scenario() -> Scenario:
-    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(1, 1),))
+    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Launch(1, 1),))
 
 
 def failing() -> ScenarioOutcome:
@@ -113,7 +113,7 @@ def rank(exitcode: int | None, error: str | None = None, **kw: object) -> RankOu
     return RankOutcome(1, 1, 0, 4242, exitcode, error=error, **kw)  # type: ignore[arg-type]
 
 
-REFUSED = Phase(3, 2, expect_failure=True, expect_error=EXPECTED_ERROR)
+REFUSED = Launch(3, 2, expect_failure=True, expect_error=EXPECTED_ERROR)
 
 
 @pytest.mark.parametrize(

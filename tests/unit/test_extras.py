@@ -89,7 +89,7 @@ def test_bench_stops_before_measuring_without_matplotlib_unless_told_no_plots(
 @pytest.mark.usefixtures("no_matplotlib")
 def test_a_timeline_without_matplotlib_is_left_out(tmp_path: Path) -> None:
     from zephon_chaos.explore.timeline import plot_timeline
-    from zephon_chaos.scenario import Phase, Scenario
+    from zephon_chaos.scenario import Launch, Scenario
 
-    assert plot_timeline(Scenario(phases=(Phase(1, 2),)), tmp_path / "t.png") is None
+    assert plot_timeline(Scenario(phases=(Launch(1, 2),)), tmp_path / "t.png") is None
     assert not (tmp_path / "t.png").exists()

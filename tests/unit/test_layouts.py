@@ -11,8 +11,7 @@ from zephon_chaos.explore.space import declare
 from zephon_chaos.oracles.global_batches import Contract, Verdict
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import Resume, ResumeFact, ScenarioOutcome
-from zephon_chaos.scenario import Phase as Launch
-from zephon_chaos.scenario import Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import (
     REFUSAL_ERROR,
     Refusal,

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.scenario_files import written_as
 from zephon_chaos.deployment import BEFORE_VERSION_2, Deployment
 from zephon_chaos.scenario import (
     SCENARIO_VERSION,
     Found,
-    Phase,
+    Launch,
     ProxyFault,
     Scenario,
     ScenarioError,
@@ -41,7 +42,7 @@ from zephon_chaos.workload.spec import (
 def two_phases(**pipeline: object) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=6, **pipeline),  # type: ignore[arg-type]
-        phases=(Phase(2, 3, (CheckpointAt(2, 1),)), Phase(3, 2)),
+        phases=(Launch(2, 3, (CheckpointAt(2, 1),)), Launch(3, 2)),
     )
 
 
@@ -49,11 +50,11 @@ def test_json_round_trip_is_lossless() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=4, aggregation="dir"),
         phases=(
-            Phase(
+            Launch(
                 2, 3, (CheckpointAt(0), CheckpointAt(2, 1)), rank_faults=(RankFault(1, 3, "raise"),)
             ),
-            Phase(5, 1, expect_failure=True, expect_error="must be >= dp_degree"),
-            Phase(1, 2),
+            Launch(5, 1, expect_failure=True, expect_error="must be >= dp_degree"),
+            Launch(1, 2),
         ),
         persist_format="json",
         deployment=Deployment(run_id="per_launch"),
@@ -88,15 +89,61 @@ def test_how_a_scenario_was_found_survives_the_round_trip(tmp_path: Path) -> Non
 
 
 def test_a_version_1_file_loads_without_a_record_of_how_it_was_found(tmp_path: Path) -> None:
-    raw = json.loads(two_phases().to_json())
+    raw = written_as(json.loads(two_phases().to_json()), 1)
     del raw["found"], raw["deployment"]
-    raw["version"], raw["run_id_policy"] = 1, "per_launch"
+    raw["run_id_policy"] = "per_launch"
     path = tmp_path / "v1.json"
     path.write_text(json.dumps(raw))
     loaded = Scenario.load(path)
     assert loaded.found is None
     ran_under = replace(BEFORE_VERSION_2, run_id="per_launch")
     assert loaded == replace(two_phases(), found=None, deployment=ran_under)
+
+
+VERSION_3_FILE = """{
+ "version": 3,
+ "pipeline": {"canonical_replicas": 4},
+ "deployment": {"run_id": "per_launch"},
+ "phases": [
+  {"world_size": 2, "steps": 2, "checkpoints": [{"step": 2}], "launch": "c10d", "hosts": 2},
+  {"world_size": 4, "steps": 1, "checkpoints": [{"step": 1}], "launch": "static"},
+  {"world_size": 1, "steps": 1}
+ ]
+}"""
+"""A file of version 3, as explorations and ``run`` wrote them before the launch path was
+``path``: each launch names it ``launch`` (the last, none: the default)."""
+
+
+def test_a_version_3_file_reads_each_launch_path_from_launch() -> None:
+    loaded = Scenario.from_json(VERSION_3_FILE)
+    assert [ph.path for ph in loaded.phases] == ["c10d", "static", "standalone"]
+    assert loaded == Scenario(
+        pipeline=PipelineSpec(canonical_replicas=4),
+        deployment=Deployment(run_id="per_launch"),
+        phases=(
+            Launch(2, 2, (CheckpointAt(2),), path="c10d", hosts=2),
+            Launch(4, 1, (CheckpointAt(1),), path="static"),
+            Launch(1, 1),
+        ),
+    )
+    assert json.loads(loaded.to_json())["phases"][0]["path"] == "c10d"  # saved as version 4
+
+
+@pytest.mark.parametrize(
+    ("version", "key", "field"),
+    [(SCENARIO_VERSION, "launch", "phases[0]: "), (3, "path", "phases[0].path")],
+    ids=["launch-in-a-current-file", "path-in-a-version-3-file"],
+)
+def test_a_launch_path_under_the_other_version_s_key_is_refused(
+    version: int, key: str, field: str
+) -> None:
+    raw = written_as(json.loads(two_phases().to_json()), version)
+    raw["phases"][0].pop("launch", None)
+    raw["phases"][0].pop("path", None)
+    raw["phases"][0][key] = "c10d"
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_json(json.dumps(raw))
+    assert field in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -185,7 +232,7 @@ def test_checkpoints_that_land_on_one_batch_of_some_rank_are_refused() -> None:
     """C=3 on 2 ranks: rank 1 owns one lane, so 0+1 and 1 are both its first batch."""
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=3),
-        phases=(Phase(2, 2, (CheckpointAt(0, 1), CheckpointAt(1))),),
+        phases=(Launch(2, 2, (CheckpointAt(0, 1), CheckpointAt(1))),),
     )
     with pytest.raises(ScenarioError, match=r"phases\[0\]\.checkpoints\[1\]: .*rank 1"):
         scenario.validate()
@@ -211,12 +258,12 @@ def test_a_crashed_phase_hands_on_its_last_checkpoint_before_the_fault() -> None
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
         phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(
                 2, 4, (CheckpointAt(1), CheckpointAt(3)), rank_faults=(RankFault(1, 2, "raise"),)
             ),
-            Phase(2, 4, rank_faults=(RankFault(0, 0, "raise"),)),
-            Phase(3, 1),
+            Launch(2, 4, rank_faults=(RankFault(0, 0, "raise"),)),
+            Launch(3, 1),
         ),
     ).validate()
     assert [scenario.restore_index(i) for i in range(4)] == [0, 0, None, None]
@@ -226,9 +273,9 @@ def test_a_refused_phase_hands_on_nothing() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
         phases=(
-            Phase(1, 1, (CheckpointAt(0, 1),)),
-            Phase(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
-            Phase(2, 1),
+            Launch(1, 1, (CheckpointAt(0, 1),)),
+            Launch(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
+            Launch(2, 1),
         ),
     ).validate()
     assert scenario.restore_index(1) is None
@@ -243,8 +290,8 @@ def _store_pair(*first_faults: ProxyFault, world: tuple[int, int] = (2, 2), **fi
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
         phases=(
-            Phase(world[0], 2, (CheckpointAt(1),), proxy_faults=first_faults, **first),
-            Phase(world[1], 2),
+            Launch(world[0], 2, (CheckpointAt(1),), proxy_faults=first_faults, **first),
+            Launch(world[1], 2),
         ),
     )
 
@@ -254,13 +301,13 @@ def _lagged(**first: object) -> Scenario:
     fields = {"sync": "free", "lags": (RankLag(1),), "retry": "skip", **first}
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(2, 2, (CheckpointAt(1), CheckpointAt(2)), **fields), Phase(2, 1)),  # type: ignore[arg-type]
+        phases=(Launch(2, 2, (CheckpointAt(1), CheckpointAt(2)), **fields), Launch(2, 1)),  # type: ignore[arg-type]
     )
 
 
 RESET = {"timeout": 0}
 REFUSED_OR_REPAIRED = {
-    "free-running-one-rank": (Scenario(phases=(Phase(1, 2, sync="free"),)), "phases[0].sync"),
+    "free-running-one-rank": (Scenario(phases=(Launch(1, 2, sync="free"),)), "phases[0].sync"),
     "lag-under-lockstep": (_lagged(sync="lockstep"), "phases[0].lags"),
     "drift-beside-an-agreement": (_lagged(lags=(RankLag(1, by=1),)), "phases[0].retry"),
     "drift-past-the-checkpoints": (
@@ -284,8 +331,8 @@ REFUSED_OR_REPAIRED = {
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=3),
             phases=(
-                Phase(3, 2, (CheckpointAt(1),)),
-                Phase(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
+                Launch(3, 2, (CheckpointAt(1),)),
+                Launch(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
             ),
         ),
         "phases[1].expect_failure",
@@ -295,7 +342,7 @@ REFUSED_OR_REPAIRED = {
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=1),
             phases=tuple(
-                Phase(g, 1, expect_failure=True, expect_error=REFUSAL_ERROR) for g in (1, 2, 5)
+                Launch(g, 1, expect_failure=True, expect_error=REFUSAL_ERROR) for g in (1, 2, 5)
             ),
         ),
         "phases[0].expect_failure",
@@ -306,12 +353,12 @@ REFUSED_OR_REPAIRED = {
         "phases[0].proxy_faults: no round can time a link fault: one rank",
     ),
     "refusal-unflagged": (
-        Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(3, 1),)),
+        Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Launch(3, 1),)),
         "phases[0].world_size",
     ),
     "refusal-without-its-error": (
         Scenario(
-            pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(3, 1, expect_failure=True),)
+            pipeline=PipelineSpec(canonical_replicas=2), phases=(Launch(3, 1, expect_failure=True),)
         ),
         "phases[0].expect_error",
     ),
@@ -319,7 +366,7 @@ REFUSED_OR_REPAIRED = {
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=2),
             phases=(
-                Phase(3, 1, (CheckpointAt(1),), expect_failure=True, expect_error=REFUSAL_ERROR),
+                Launch(3, 1, (CheckpointAt(1),), expect_failure=True, expect_error=REFUSAL_ERROR),
             ),
         ),
         "phases[0].checkpoints",
@@ -327,7 +374,7 @@ REFUSED_OR_REPAIRED = {
     "changed-C-unflagged": (
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=2),
-            phases=(Phase(2, 2, (CheckpointAt(1),)), Phase(2, 2, canonical_replicas=4)),
+            phases=(Launch(2, 2, (CheckpointAt(1),)), Launch(2, 2, canonical_replicas=4)),
         ),
         "phases[1].canonical_replicas",
     ),
@@ -365,27 +412,30 @@ REFUSED_OR_REPAIRED = {
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=4),
             phases=(
-                Phase(2, 2, (CheckpointAt(1),)),
-                Phase(2, 2, (CheckpointAt(0),), proxy_faults=(ProxyFault(1, "down", at="shard"),)),
+                Launch(2, 2, (CheckpointAt(1),)),
+                Launch(2, 2, (CheckpointAt(0),), proxy_faults=(ProxyFault(1, "down", at="shard"),)),
             ),
         ),
         "phases[1].proxy_faults: no round can time a link fault: a restored launch",
     ),
     "retry-without-a-link-fault": (
-        Scenario(phases=(Phase(1, 2, (CheckpointAt(1),), retry="lockstep"),)),
+        Scenario(phases=(Launch(1, 2, (CheckpointAt(1),), retry="lockstep"),)),
         "phases[0].retry",
     ),
     "rank-fault-over-finite-data": (
         Scenario(
             data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
-            phases=(Phase(1, 3, rank_faults=(RankFault(0, 1, "raise"),)), Phase(1, RUN_DRY_STEPS)),
+            phases=(
+                Launch(1, 3, rank_faults=(RankFault(0, 1, "raise"),)),
+                Launch(1, RUN_DRY_STEPS),
+            ),
         ),
         "phases[0].rank_faults: over finite data",
     ),
     "finite-data-not-run-dry": (
         Scenario(
             data=DataSpec(sources=(SourceSpec("a", (200,), exhausted="stop"),), chunk_size=8),
-            phases=(Phase(1, 2),),
+            phases=(Launch(1, 2),),
         ),
         "phases[0].steps",
     ),
@@ -436,8 +486,8 @@ def test_a_changed_c_at_restore_is_a_refusal_with_zephons_error() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
         phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(2, 2, canonical_replicas=4, expect_failure=True, expect_error=CHANGED_C_ERROR),
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(2, 2, canonical_replicas=4, expect_failure=True, expect_error=CHANGED_C_ERROR),
         ),
     )
     assert scenario.validate() is scenario
@@ -487,11 +537,11 @@ def workers_killed(
     launch checkpoints at its end (for the second to resume) unless told otherwise."""
     s = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, runner="process"),
-        phases=(Phase(2, fault.at_step), Phase(2, 1)),
+        phases=(Launch(2, fault.at_step), Launch(2, 1)),
     )
     if steps is None:
         steps = fault.at_step + child_tail_steps(s, 0, fault.rank)
-    launch = Phase(
+    launch = Launch(
         2,
         steps,
         (CheckpointAt(steps),) if checkpoints is None else checkpoints,

@@ -13,7 +13,7 @@ from zephon_chaos.explore.cells import Dim, Relaunch, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc.refusal import inproc_refusal
-from zephon_chaos.scenario import Phase, Scenario, ScenarioError, StoreFault
+from zephon_chaos.scenario import Launch, Scenario, ScenarioError, StoreFault
 from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.strategies import STORE_FAULT_TIMEOUT_S, scenarios
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
@@ -21,7 +21,7 @@ from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
 CPS = (CheckpointAt(1), CheckpointAt(2))
 
 
-def hosted(*phases: Phase, aggregation: str = "store_explicit") -> Scenario:
+def hosted(*phases: Launch, aggregation: str = "store_explicit") -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
         phases=phases,
@@ -34,7 +34,7 @@ def fields(s: Scenario) -> list[str]:
 
 def test_a_store_fault_at_a_round_point_of_the_hosted_store_is_valid_and_round_trips() -> None:
     fault = StoreFault("sigstop", "shard#2", 12.0)
-    s = hosted(Phase(2, 3, CPS, store_faults=(fault,)), Phase(2, 1))
+    s = hosted(Launch(2, 3, CPS, store_faults=(fault,)), Launch(2, 1))
     assert violations(s) == []
     assert Scenario.from_json(s.to_json()).phases[0].store_faults == s.phases[0].store_faults
 
@@ -52,17 +52,17 @@ def test_a_store_fault_at_a_round_point_of_the_hosted_store_is_valid_and_round_t
 def test_a_store_fault_no_run_can_apply_is_named_by_its_field(
     fault: StoreFault, aggregation: str, field: str
 ) -> None:
-    s = hosted(Phase(2, 3, CPS, store_faults=(fault,)), Phase(2, 1), aggregation=aggregation)
+    s = hosted(Launch(2, 3, CPS, store_faults=(fault,)), Launch(2, 1), aggregation=aggregation)
     assert field in fields(s)
     with pytest.raises(ScenarioError, match=field.replace("[", r"\[").replace("]", r"\]")):
         s.validate()
 
 
 def test_a_store_fault_beside_a_rank_fault_is_refused_and_normalising_drops_it() -> None:
-    ph = Phase(
+    ph = Launch(
         2, 3, CPS, rank_faults=(RankFault(1, 3, "sigkill"),), store_faults=(StoreFault("kill"),)
     )
-    s = hosted(ph, Phase(2, 1))
+    s = hosted(ph, Launch(2, 1))
     assert "phases[0].store_faults" in fields(s)
     fixed = normalised(s)
     assert fixed.phases[0].store_faults == () and violations(fixed) == []
@@ -70,16 +70,18 @@ def test_a_store_fault_beside_a_rank_fault_is_refused_and_normalising_drops_it()
 
 def test_normalising_times_a_store_fault_by_a_round_and_drops_one_no_round_can_time() -> None:
     at_start = (StoreFault("kill", "start"),)
-    s = normalised(hosted(Phase(2, 3, CPS, store_faults=at_start), Phase(2, 1)))
+    s = normalised(hosted(Launch(2, 3, CPS, store_faults=at_start), Launch(2, 1)))
     assert s.phases[0].store_faults == (StoreFault("kill", "announce"),)
-    one_rank = normalised(hosted(Phase(1, 3, CPS, store_faults=(StoreFault("kill"),)), Phase(1, 1)))
+    one_rank = normalised(
+        hosted(Launch(1, 3, CPS, store_faults=(StoreFault("kill"),)), Launch(1, 1))
+    )
     assert one_rank.phases[0].store_faults == ()
 
 
 def test_restarts_need_a_rank_fault_of_attempt_zero() -> None:
-    bare = hosted(Phase(2, 3, CPS, max_restarts=1), Phase(2, 1))
+    bare = hosted(Launch(2, 3, CPS, max_restarts=1), Launch(2, 1))
     assert "phases[0].max_restarts" in fields(bare)
-    every = hosted(Phase(2, 3, CPS, rank_faults=(RankFault(0, 2, "exit"),), max_restarts=1))
+    every = hosted(Launch(2, 3, CPS, rank_faults=(RankFault(0, 2, "exit"),), max_restarts=1))
     assert "phases[0].rank_faults[0].restart" in fields(every)
     fixed = normalised(every)
     assert fixed.phases[0].rank_faults == (RankFault(0, 2, "exit", restart=0),)
@@ -91,7 +93,7 @@ def test_a_restarted_launch_may_run_free() -> None:
     """Free-running survivors may leave a round open in the store the restart reuses: a state
     a crash leaves, judged (``dead-round-meets-relaunch``), no longer refused."""
     fault = (RankFault(1, 1, "exit", restart=0),)
-    free = hosted(Phase(2, 3, (CheckpointAt(3),), rank_faults=fault, max_restarts=1, sync="free"))
+    free = hosted(Launch(2, 3, (CheckpointAt(3),), rank_faults=fault, max_restarts=1, sync="free"))
     assert violations(free) == []
     assert normalised(free) == free
 
@@ -100,7 +102,7 @@ def test_a_restarted_launch_may_run_free() -> None:
 @pytest.mark.parametrize("action", ["raise", "exit", "sigkill", "sigterm"])
 def test_a_round_point_fault_under_restarts_is_in_the_space(aggregation: str, action: str) -> None:
     fault = (RankFault(1, 0, action, restart=0, at="shard"),)
-    s = hosted(Phase(2, 3, CPS, rank_faults=fault, max_restarts=1), aggregation=aggregation)
+    s = hosted(Launch(2, 3, CPS, rank_faults=fault, max_restarts=1), aggregation=aggregation)
     assert violations(s) == []
     assert normalised(s) == s
     assert s.restart_kept(0) == CPS[0], "the faulted round's checkpoint may have persisted"
@@ -109,7 +111,7 @@ def test_a_round_point_fault_under_restarts_is_in_the_space(aggregation: str, ac
 def test_a_crash_loop_fires_in_at_most_max_restarts_attempts() -> None:
     """A fault in attempts 0..k-1 and not in k: k failed attempts, then one that runs through."""
     loop = (RankFault(1, 2, "sigkill", restart=0, attempts=2),)
-    s = hosted(Phase(2, 3, (CheckpointAt(1),), rank_faults=loop, max_restarts=2))
+    s = hosted(Launch(2, 3, (CheckpointAt(1),), rank_faults=loop, max_restarts=2))
     assert violations(s) == []
     assert s.reference_steps == 2 * 1 + 3, "each failed attempt keeps its checkpoint's batches"
     assert [loop[0].fires_in(a) for a in range(3)] == [True, True, False]
@@ -121,7 +123,7 @@ def test_a_crash_loop_fires_in_at_most_max_restarts_attempts() -> None:
 def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference() -> None:
     """Attempt 0 keeps the batches before checkpoint 0 (step 1); attempt 1 runs its 3 steps."""
     fault = (RankFault(0, 2, "sigkill", restart=0),)
-    s = hosted(Phase(2, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1))
+    s = hosted(Launch(2, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1))
     assert s.restart_kept(0) == CheckpointAt(1)
     assert s.reference_steps == 1 + 3
     assert s.restore_index(0) == 0, "the launch succeeds after the restart: its last checkpoint"
@@ -130,21 +132,21 @@ def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference()
 def test_a_restarted_tensor_parallel_launch_keeps_its_checkpoint() -> None:
     """4 ranks at TP 2 are 2 DP groups, within C=2: the checkpoint before the fault counts."""
     fault = (RankFault(0, 2, "sigkill", restart=0),)
-    s = hosted(Phase(4, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1, tp=2))
+    s = hosted(Launch(4, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1, tp=2))
     assert s.restart_kept(0) == CheckpointAt(1)
 
 
 @pytest.mark.parametrize(
     ("phase", "field"),
     [
-        (Phase(2, 3, CPS, store_faults=(StoreFault("kill"),)), "store_faults"),
+        (Launch(2, 3, CPS, store_faults=(StoreFault("kill"),)), "store_faults"),
         (
-            Phase(2, 3, CPS, rank_faults=(RankFault(0, 2, "raise", restart=0),), max_restarts=1),
+            Launch(2, 3, CPS, rank_faults=(RankFault(0, 2, "raise", restart=0),), max_restarts=1),
             "max_restarts",
         ),
     ],
 )
-def test_the_in_process_tier_refuses_them_naming_the_field(phase: Phase, field: str) -> None:
+def test_the_in_process_tier_refuses_them_naming_the_field(phase: Launch, field: str) -> None:
     reason = inproc_refusal(hosted(phase).validate())
     assert reason is not None and reason.startswith(f"scenario.phases[0].{field}:")
 
@@ -201,8 +203,8 @@ def test_the_declared_space_says_why_threads_reach_no_hosted_store_fault_or_rest
 
 
 def test_a_relaunch_after_a_crash_against_the_hosted_store_lands_on_its_cell() -> None:
-    crash = Phase(2, 3, CPS, rank_faults=(RankFault(1, 2, "sigkill"),))
-    s = hosted(crash, Phase(2, 1)).validate()
+    crash = Launch(2, 3, CPS, rank_faults=(RankFault(1, 2, "sigkill"),))
+    s = hosted(crash, Launch(2, 1)).validate()
     assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) in cells_of(s, None)
     torchruns = replace(s, pipeline=replace(s.pipeline, aggregation="store"))
     assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) not in cells_of(torchruns, None)

@@ -176,8 +176,8 @@ def test_the_inproc_strategy_reaches(feature: str) -> None:
         lambda s: s.pipeline.runner == "process",
         lambda s: s.pipeline.mtp_mode,
         lambda s: any(f.action == "sigkill" for ph in s.phases for f in ph.rank_faults),
-        lambda s: any(ph.launch == "c10d" for ph in s.phases),
-        lambda s: any(ph.launch == "static" for ph in s.phases),
+        lambda s: any(ph.path == "c10d" for ph in s.phases),
+        lambda s: any(ph.path == "static" for ph in s.phases),
     ],
     ids=["process-runner", "mtp-mode", "sigkill", "c10d-path", "static-path"],
 )

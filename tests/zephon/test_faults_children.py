@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from zephon_chaos.explore.known import KILLED_WORKER_ORPHANS_QUEUE_LOCK, explaining, judged_ok
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import normalised
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD
 from zephon_chaos.workload.spec import (
@@ -38,13 +38,13 @@ def killed_workers(at_step: int) -> Scenario:
         data=DataSpec(sources=(SourceSpec("a", shards=(40, 40, 40, 40), exhausted="repeat"),)),
         pipeline=PipelineSpec(canonical_replicas=4, runner="process"),
         phases=(
-            Phase(
+            Launch(
                 2,
                 5,
                 (CheckpointAt(5),),
                 child_faults=(ChildFault(VICTIM, at_step),),
             ),
-            Phase(1, 3),
+            Launch(1, 3),
         ),
         name=f"workers-killed-at-{at_step}",
     )

@@ -11,21 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, WorkloadSpec
 
 pytestmark = pytest.mark.cpu
 
 REFUSED_TRANSITIONS = {
     "changed C at restore": (
-        (Phase(2, 2, (CheckpointAt(1),)), Phase(2, 2, canonical_replicas=4)),
+        (Launch(2, 2, (CheckpointAt(1),)), Launch(2, 2, canonical_replicas=4)),
         "canonical_replicas changed",
     ),
     "G > C at restore": (
-        (Phase(2, 2, (CheckpointAt(1),)), Phase(3, 2)),
+        (Launch(2, 2, (CheckpointAt(1),)), Launch(3, 2)),
         "canonical_replicas (2) must be >= dp_degree (3)",
     ),
-    "G > C from the start": ((Phase(3, 2),), "canonical_replicas (2) must be >= dp_degree (3)"),
+    "G > C from the start": ((Launch(3, 2),), "canonical_replicas (2) must be >= dp_degree (3)"),
 }
 
 

@@ -94,7 +94,7 @@ def size_key(s: Scenario) -> tuple[int, ...]:
         int(s.pipeline.aggregation != "store"),
         int(s.pipeline.runner != "inline"),
         int(s.pipeline.mtp_mode),
-        sum(ph.launch != "standalone" for ph in s.phases),
+        sum(ph.path != "standalone" for ph in s.phases),
         sum(ph.sync != "lockstep" for ph in s.phases),
         sum(ph.retry != "none" for ph in s.phases),
         sum(getattr(s.pipeline, name) != getattr(_PLAIN, name) for name in CODEC_OPTIONS),

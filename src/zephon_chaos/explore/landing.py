@@ -64,7 +64,7 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
         c = scenario.canonical_replicas(i)
         yield cell(Dim.WORLD_SIZE, ph.world_size)
         yield cell(Dim.TP, ph.tp)
-        yield cell(Dim.LAUNCH_PATH, ph.launch)
+        yield cell(Dim.LAUNCH_PATH, ph.path)
         if ph.dp > c:  # Zephon counts DP groups (ranks, when tp is 1) against C
             yield cell(Dim.TRAJECTORY, Trajectory.ABOVE_C.value)
             continue

@@ -56,10 +56,10 @@ def inproc_refused(scenario: Scenario) -> InprocRefusal | None:
         )
     for i, ph in enumerate(scenario.phases):
         where = f"scenario.phases[{i}]"
-        if ph.launch != "standalone":
+        if ph.path != "standalone":
             return InprocRefusal(
                 Rule.INPROC_LAUNCH_PATH,
-                f"{where}.launch: {ph.launch!r} is a torchrun launch path, which threads do not "
+                f"{where}.path: {ph.path!r} is a torchrun launch path, which threads do not "
                 "have; run it with --tier torchrun",
             )
         for j, fault in enumerate(ph.rank_faults):

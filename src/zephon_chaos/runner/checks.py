@@ -8,7 +8,7 @@ from zephon_chaos.harness_problem import HarnessGap, HarnessProblem, undescribed
 from zephon_chaos.launch import GroupResult
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner.outcome import PhaseRun
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD, RankRecord
 from zephon_chaos.workload.spec import ALL_WORKERS
 
@@ -47,7 +47,7 @@ def group_never_formed(
 
 
 def expected_failure_problems(
-    index: int, phase: Phase, result: GroupResult
+    index: int, phase: Launch, result: GroupResult
 ) -> tuple[list[Problem], list[HarnessProblem]]:
     """A phase meant to be refused must fail, and with the error it names: (problems of the
     code under test, failures the harness could not describe, which judge nothing)."""
@@ -156,7 +156,7 @@ def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) ->
     return problems
 
 
-def judged_by_resuming(phase: Phase) -> bool:
+def judged_by_resuming(phase: Launch) -> bool:
     """Whether ``phase``'s ranks may get different merged checkpoints, each judged by resuming
     it: ``independent`` retry beside a lag (free-running ranks that retry alone)."""
     return phase.retry == "independent" and bool(phase.lags)

@@ -49,7 +49,7 @@ from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.relaunches import Relaunches
 from zephon_chaos.runner.resume import Resume, restarted_attempt
 from zephon_chaos.runner.verify import reference_margin, verify_run
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
 from zephon_chaos.workload.records import read_phase
 from zephon_chaos.workload.spec import WorkloadSpec
@@ -157,7 +157,7 @@ class ScenarioRunner:
 
     def _phase_deadline(
         self,
-        phase: Phase,
+        phase: Launch,
         spec: WorkloadSpec,
         reference: ReferenceTiming | None,
         faults: Sequence[LaunchFault] = (),
@@ -189,7 +189,7 @@ class ScenarioRunner:
         return StoreProcess(deadline_s=4 * self.deadline_s, pid_file=work / "store.pids")
 
     _launch_restarts: int = 0
-    """torchrun ``--max-restarts`` of the launch being started (``Phase.max_restarts``)."""
+    """torchrun ``--max-restarts`` of the launch being started (``Launch.max_restarts``)."""
 
     def finish_launch(self) -> None:
         """What a launch's ranks do at exit is done: a rank process has exited when its launch
@@ -303,7 +303,7 @@ class ScenarioRunner:
                         f"s{self._count}-phase{i}",
                         spec,
                         phase.world_size,
-                        phase.launch,
+                        phase.path,
                         phase.hosts,
                         deadline.seconds,
                         self._hang_watch(context, spec),
@@ -393,7 +393,7 @@ class ScenarioRunner:
         ref = Scenario(
             data=scenario.data,
             pipeline=replace(scenario.pipeline, aggregation="store"),
-            phases=(Phase(world, scenario.reference_steps + reference_margin(scenario)),),
+            phases=(Launch(world, scenario.reference_steps + reference_margin(scenario)),),
             name=f"{scenario.name}-reference",
             backend=scenario.backend,
         )

@@ -17,7 +17,7 @@ from zephon_chaos.workload.spec import (
 )
 
 if TYPE_CHECKING:
-    from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+    from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.scenario_rules.hosted import store_fault_violations
 from zephon_chaos.scenario_rules.predicates import (
     CHANGED_C_ERROR,
@@ -118,7 +118,7 @@ def _layout_violations(s: Scenario, i: int) -> Iterator[Violation]:
 
 
 def _refused_violations(
-    ph: Phase, where: str, why: Refusal, c: int, before: int | None
+    ph: Launch, where: str, why: Refusal, c: int, before: int | None
 ) -> Iterator[Violation]:
     if not ph.expect_failure:
         if why is Refusal.MORE_RANKS_THAN_LANES:
@@ -303,7 +303,7 @@ def _link_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
         yield from _fault_violations(f, f"{where}.proxy_faults[{j}]", ph)
 
 
-def _fault_violations(f: ProxyFault, where: str, ph: Phase) -> Iterator[Violation]:
+def _fault_violations(f: ProxyFault, where: str, ph: Launch) -> Iterator[Violation]:
     point = round_point(f.at)
     if point is None:
         yield Violation(

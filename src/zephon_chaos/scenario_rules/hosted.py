@@ -1,6 +1,6 @@
 """The harness-hosted store's faults, and torchrun's restarts: their rules, both views.
 
-One launch may carry one hosted-store fault (``Phase.store_faults``): aggregation
+One launch may carry one hosted-store fault (``Launch.store_faults``): aggregation
 ``store_explicit`` (the store the harness hosts and the launches share), timed by a round
 point where a link fault could be (``no_round``), at round n at most the checkpoint count,
 beside no rank or link fault and no retry; ``sigstop`` stalls it 0 < ``stall_s`` <=
@@ -25,7 +25,7 @@ from zephon_chaos.workload.spec import (
 )
 
 if TYPE_CHECKING:
-    from zephon_chaos.scenario import Phase, Scenario
+    from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules.predicates import (
     NoRound,
     Rule,
@@ -183,7 +183,7 @@ def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
         )
 
 
-def normalised_store_faults(s: Scenario, i: int, ph: Phase) -> Phase:
+def normalised_store_faults(s: Scenario, i: int, ph: Launch) -> Launch:
     """Launch ``i`` (``ph``: already normalised by the other rules) with its hosted-store
     fault and restarts made to obey the rules above."""
     if refusal(s, i) is not None or ph.expect_failure:

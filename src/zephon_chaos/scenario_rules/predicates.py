@@ -22,7 +22,7 @@ from zephon_chaos.workload.spec import (
 )
 
 if TYPE_CHECKING:
-    from zephon_chaos.scenario import Phase, Scenario
+    from zephon_chaos.scenario import Launch, Scenario
 
 
 # The package re-exports all of these (``from .predicates import *``).
@@ -214,7 +214,7 @@ def own_workers(pipeline: PipelineSpec) -> bool:
     return pipeline.runner == "process" and not pipeline.mtp_mode
 
 
-def faulted_otherwise(ph: Phase) -> bool:
+def faulted_otherwise(ph: Launch) -> bool:
     """The launch carries a fault beside any child fault: a rank, link or hosted-store fault,
     or a lag."""
     return bool(ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags)
@@ -376,7 +376,7 @@ def retried(f: RankFault) -> bool:
     return f.at_round and f.action not in PROCESS_ENDING_ACTIONS
 
 
-def lag_fits(lag: RankLag, ph: Phase) -> bool:
+def lag_fits(lag: RankLag, ph: Launch) -> bool:
     peer = lag.awaited()
     return (
         0 <= lag.rank < ph.world_size

@@ -17,7 +17,7 @@ from zephon_chaos.workload.spec import (
 )
 
 if TYPE_CHECKING:
-    from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+    from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.scenario_rules.hosted import normalised_store_faults
 from zephon_chaos.scenario_rules.predicates import (
     FOLLOWER_POINTS,
@@ -51,7 +51,7 @@ def normalised(s: Scenario) -> Scenario:
     """
     if not s.phases or any(ph.world_size < 1 or ph.steps < 0 or ph.tp < 1 for ph in s.phases):
         return s
-    done: list[Phase] = []
+    done: list[Launch] = []
     for i in range(len(s.phases)):
         here = s.with_(phases=(*done, *s.phases[i:]))
         launch = normalised_store_faults(here, i, _normalised_launch(here, i))
@@ -59,7 +59,7 @@ def normalised(s: Scenario) -> Scenario:
     return s.with_(phases=tuple(done))
 
 
-def _with_children(s: Scenario, i: int, ph: Phase) -> Phase:
+def _with_children(s: Scenario, i: int, ph: Launch) -> Launch:
     """``ph`` with its child faults kept only where the rules allow them (worker processes,
     endless data, no other fault), each on a rank of the launch and a step that has a batch."""
     if (
@@ -87,7 +87,7 @@ def _with_children(s: Scenario, i: int, ph: Phase) -> Phase:
     return replace(ph, child_faults=kept, sync="lockstep", steps=steps, checkpoints=cps)
 
 
-def _normalised_launch(s: Scenario, i: int) -> Phase:
+def _normalised_launch(s: Scenario, i: int) -> Launch:
     """Launch ``i`` of ``s`` (launches before it already normalised) made to obey the rules."""
     ph = s.phases[i]
     tp = laid_out_tp(ph.world_size, ph.tp, s.canonical_replicas(i))
@@ -138,7 +138,7 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
         proxy_faults=tuple(_placed(f, ph.world_size) for f in ph.proxy_faults),
     )
 
-    def here(p: Phase) -> Scenario:
+    def here(p: Launch) -> Scenario:
         return s.with_(phases=(*s.phases[:i], p, *s.phases[i + 1 :]))
 
     blocked = no_round(here(ph), i)
@@ -174,7 +174,7 @@ def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> Rank
     return replace(f, rank=_writer(point[0], f.rank, ph.world_size), at_step=0)
 
 
-def _synced(ph: Phase, persist_format: str) -> Phase:
+def _synced(ph: Launch, persist_format: str) -> Launch:
     """``ph`` with its lag kept only where it obeys the rules, and the sync a lag needs: a
     drift shortened to the checkpoints there are, and none beside an agreeing policy."""
     drift_fits = [_drift_fitted(lag, ph) for lag in ph.lags[:1]]
@@ -192,7 +192,7 @@ def _synced(ph: Phase, persist_format: str) -> Phase:
     return replace(ph, lags=tuple(lags), sync="free" if lags else ph.sync)
 
 
-def _drift_fitted(lag: RankLag, ph: Phase) -> RankLag:
+def _drift_fitted(lag: RankLag, ph: Launch) -> RankLag:
     """``lag`` drifting no further than the launch's last checkpoint."""
     room = len(ph.checkpoints) - 1 - lag.checkpoint
     return replace(lag, by=max(0, min(lag.by, room)))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from zephon_chaos.aims import Aim, link_attributes
 from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
 from zephon_chaos.deployment import Deployment
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import (
     lanes_per_rank,
     normalised,
@@ -244,7 +244,7 @@ def _phase(
     max_steps: int,
     faults: bool,
     store_faults: bool = False,
-) -> Phase:
+) -> Launch:
     c, mapping = pipeline.canonical_replicas, pipeline.mapping
     # Every choice is drawn whatever the earlier ones were, so that shrinking one value
     # (C, a world size, the data) does not shift the meaning of all the choices after it.
@@ -295,11 +295,11 @@ def _phase(
     # Drawn as is: ``scenario_rules.normalised`` makes the scenario obey the rules (a launch
     # with more ranks than lanes becomes a refusal, a link fault no round can time goes, a
     # tp that does not divide the world is lowered).
-    return Phase(
+    return Launch(
         world_size=world,
         steps=steps,
         checkpoints=tuple(wanted),
-        launch=launch,  # type: ignore[arg-type]
+        path=launch,  # type: ignore[arg-type]
         rank_faults=tuple(drawn_faults),
         proxy_faults=link_faults,
         store_faults=hosted,
@@ -400,7 +400,7 @@ def scenarios(
     deployment = draw(deployments())
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.
-    drawn: list[Phase] = []
+    drawn: list[Launch] = []
     while True:
         drawn.append(
             _phase(

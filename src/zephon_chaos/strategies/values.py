@@ -164,7 +164,7 @@ TORCHRUN_MTP_ODDS = (19, 1)
 """``mtp_mode`` on torchrun only (its child process, like worker processes, needs one)."""
 DOWNSTREAM_MTP_ODDS = (1, 2)
 TP_CHOICES = (1, 2, 4)
-"""Tensor-parallel ranks per DP group (``Phase.tp``), 1 (Zephon's 1D default) first; powers of
+"""Tensor-parallel ranks per DP group (``Launch.tp``), 1 (Zephon's 1D default) first; powers of
 two, as trainers' TP degrees are (Zephon warns of any other ``world / dp_degree``)."""
 TP_ODDS = (6, 3, 1)
 DOWNSTREAM_TP_ODDS = (1, 4, 1)

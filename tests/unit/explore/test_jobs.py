@@ -21,7 +21,7 @@ from zephon_chaos.explore.report import ExploreResult, TierStats
 from zephon_chaos.explore.shard import Shard
 from zephon_chaos.explore.summary_json import write_summary_json
 from zephon_chaos.procs import pids_with_env
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 # ---- the children's command lines ------------------------------------------------------
@@ -120,7 +120,7 @@ def _scenario(launches: int) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
         phases=tuple(
-            Phase(1, 1, (CheckpointAt(0, 1),) if i < launches - 1 else ()) for i in range(launches)
+            Launch(1, 1, (CheckpointAt(0, 1),) if i < launches - 1 else ()) for i in range(launches)
         ),
     )
 

@@ -16,7 +16,7 @@ from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RankRecord
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, SourceSpec
 
@@ -24,21 +24,23 @@ KNOWN_ZERO_CID = f"known.{STRING_KEY_ZERO_CID_RESTORE.id}"
 
 JSON_CODEC_AT_STEP_0 = Scenario(
     pipeline=PipelineSpec(canonical_replicas=2, aggregate_serializer="json"),
-    phases=(Phase(2, 1, (CheckpointAt(0),)), Phase(2, 1)),
+    phases=(Launch(2, 1, (CheckpointAt(0),)), Launch(2, 1)),
 )
 """The round over two ranks goes through the json codec: the merged checkpoint's keys come
 back as strings, while no lane has drawn a chunk."""
 PLAIN_JSON_AT_STEP_0 = Scenario(
     pipeline=PipelineSpec(canonical_replicas=2),
-    phases=(Phase(1, 1, (CheckpointAt(0),)), Phase(1, 1)),
+    phases=(Launch(1, 1, (CheckpointAt(0),)), Launch(1, 1)),
     persist_format="plain_json",
 )
 
 PLAIN_JSON_LINK_FAULTED = Scenario(
     pipeline=PipelineSpec(canonical_replicas=3, mapping="interleaved", aggregate_timeout_s=2.0),
     phases=(
-        Phase(1, 1, (CheckpointAt(0),)),
-        Phase(2, 2, (CheckpointAt(2),), proxy_faults=(ProxyFault(0, "latency", {"latency": 200}),)),
+        Launch(1, 1, (CheckpointAt(0),)),
+        Launch(
+            2, 2, (CheckpointAt(2),), proxy_faults=(ProxyFault(0, "latency", {"latency": 200}),)
+        ),
     ),
     persist_format="plain_json",
 )
@@ -283,7 +285,7 @@ def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_work
     from zephon_chaos.workload.spec import ChildFault
 
     faults = (ChildFault(0, 3),) if child_fault else ()
-    phase = Phase(2, 8, child_faults=faults)
+    phase = Launch(2, 8, child_faults=faults)
     result = SimpleNamespace(stacks={"rank 0 (pid 4242)": stack.format(func=func)})
     spec = SimpleNamespace(restore_from=None)
     killed = [{"kind": CHILD_FAULT_RECORD, "at_step": 3, "killed": [4250]}] if child_fault else []
@@ -367,7 +369,7 @@ def _ended(mtp: bool, data: DataSpec, error: str, in_next: bool) -> ScenarioOutc
     scenario = Scenario(
         data=data,
         pipeline=PipelineSpec(canonical_replicas=4, runner="process", mtp_mode=mtp),
-        phases=(Phase(3, 4),),
+        phases=(Launch(3, 4),),
     )
     record = RankRecord(rank=2)
     where = {"fetch_at": 1.0} if in_next else {}

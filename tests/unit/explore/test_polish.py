@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from tests.unit.test_scenario import workers_killed
 from tests.unit.test_strategies import ANY_SCENARIO
 from zephon_chaos.explore.polish import candidates, normalised_candidates, polish
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.scenario_rules import REFUSAL_ERROR, normalised, violations
 from zephon_chaos.workload.spec import CheckpointAt, ChildFault, PipelineSpec
 
@@ -31,8 +31,8 @@ def _same_size_finding() -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=3),
         phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(4, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(4, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
         ),
     ).validate()
 
@@ -53,14 +53,14 @@ def test_a_link_fault_moved_onto_one_rank_goes() -> None:
     s = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=2.0),
         phases=(
-            Phase(
+            Launch(
                 2,
                 2,
                 (CheckpointAt(1),),
                 proxy_faults=(ProxyFault(0, "reset_peer", {"timeout": 0}, at="announce"),),
                 retry="lockstep",
             ),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
     ).validate()
     one_rank = [c for c in normalised_candidates(s) if c.phases[0].world_size == 1]
@@ -92,14 +92,14 @@ def test_polishing_can_turn_off_what_a_finding_may_not_need() -> None:
         pipeline=PipelineSpec(
             canonical_replicas=2, mtp_mode=True, aggregate_serializer="json", shutdown_mode="hard"
         ),
-        phases=(Phase(2, 2, (CheckpointAt(1),), launch="c10d"), Phase(1, 1)),
+        phases=(Launch(2, 2, (CheckpointAt(1),), path="c10d"), Launch(1, 1)),
     ).validate()
     plainer = {
         (
             c.pipeline.mtp_mode,
             c.pipeline.aggregate_serializer,
             c.pipeline.shutdown_mode,
-            c.phases[0].launch,
+            c.phases[0].path,
         )
         for c in normalised_candidates(busy)
         if size_key(c) < size_key(busy)

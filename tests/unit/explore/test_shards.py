@@ -51,7 +51,7 @@ from zephon_chaos.explore.summary_json import (
 )
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 # ---- shards ----------------------------------------------------------------------------
@@ -282,7 +282,7 @@ def _scenario(world_sizes: tuple[int, ...], steps: int = 1) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
         phases=tuple(
-            Phase(g, steps, (CheckpointAt(0, 1),) if i < len(world_sizes) - 1 else ())
+            Launch(g, steps, (CheckpointAt(0, 1),) if i < len(world_sizes) - 1 else ())
             for i, g in enumerate(world_sizes)
         ),
     )

@@ -14,17 +14,17 @@ from zephon_chaos.inproc import InprocLauncher
 from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.launch.spec import LaunchSpec
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import record_path
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 SCENARIO = Scenario(
     pipeline=PipelineSpec(canonical_replicas=4),
     phases=(
-        Phase(4, 2, (CheckpointAt(1, 1),), tp=2),  # 2 x 2, mid-window
-        Phase(2, 2, (CheckpointAt(1),), tp=2),  # 1 x 2: DP changes, TP fixed
-        Phase(2, 2, (CheckpointAt(1),)),  # 2 x 1: both change
-        Phase(4, 2, tp=2),  # 2 x 2: TP changes, DP fixed
+        Launch(4, 2, (CheckpointAt(1, 1),), tp=2),  # 2 x 2, mid-window
+        Launch(2, 2, (CheckpointAt(1),), tp=2),  # 1 x 2: DP changes, TP fixed
+        Launch(2, 2, (CheckpointAt(1),)),  # 2 x 1: both change
+        Launch(4, 2, tp=2),  # 2 x 2: TP changes, DP fixed
     ),
     name="dp-x-tp",
 )

@@ -14,7 +14,7 @@ import pytest
 
 from zephon_chaos.inproc import TierRefusal, inproc_refusal, inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, RankFault, SourceSpec
 
 
@@ -43,7 +43,7 @@ class Case:
                 canonical_replicas=2, aggregation=aggregation, aggregate_timeout_s=2.0
             ),
             phases=(
-                Phase(
+                Launch(
                     2,
                     3,
                     (CheckpointAt(1), CheckpointAt(2)),
@@ -51,7 +51,7 @@ class Case:
                     rank_faults=() if link else (self.fault,),  # type: ignore[arg-type]
                     retry=self.retry,  # type: ignore[arg-type]
                 ),
-                Phase(2, 2),
+                Launch(2, 2),
             ),
             name="inproc-fault",
         )

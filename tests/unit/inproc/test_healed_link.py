@@ -25,7 +25,7 @@ from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.oracles.healing import HealOutcome, Unjudged
 from zephon_chaos.problem import Area, Kind
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.records import LINK_HEALED_RECORD
 from zephon_chaos.workload.spec import ROUND_END, CheckpointAt, DataSpec, PipelineSpec, SourceSpec
 
@@ -43,10 +43,10 @@ def healed(fault: ProxyFault) -> Scenario:
         data=DataSpec(sources=(SourceSpec("a", (20, 20)),), chunk_size=4),
         pipeline=PipelineSpec(canonical_replicas=2, aggregation="store", aggregate_timeout_s=2.0),
         phases=(
-            Phase(
+            Launch(
                 2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,), retry="lockstep"
             ),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
         name="healed-link",
     )

@@ -17,7 +17,7 @@ from zephon_chaos.nemeses.round_faults import triggers_for
 from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch, stall_deadline_s
 from zephon_chaos.oracles.faults import failure_bound_s
 from zephon_chaos.problem import Area, Kind, Problem
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, ScenarioError
 from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec, RankFault
 
@@ -28,8 +28,8 @@ def _faulted(
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=4, aggregation=aggregation, **pipeline),  # type: ignore[arg-type]
         phases=(
-            Phase(world, 3, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(fault,)),
-            Phase(2, 2),
+            Launch(world, 3, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(fault,)),
+            Launch(2, 2),
         ),
     )
 
@@ -128,9 +128,9 @@ def test_a_link_fault_on_the_harness_store_is_valid() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregation="store_explicit"),
         phases=(
-            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)),
+            Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)),
                   proxy_faults=(ProxyFault(1, "timeout", {"timeout": 0}, at="shard#2"),)),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
     )
     assert violations(scenario) == []
@@ -192,7 +192,7 @@ def _stalled_outcome(problem: Problem, toxic: str = "timeout") -> Any:
     # a first launch: it restored nothing
     spec = SimpleNamespace(restore_from=None)
     run = SimpleNamespace(index=0, fault=launch, liveness=None, records=[], spec=spec)
-    scenario = Scenario(phases=(Phase(2, 1),))
+    scenario = Scenario(phases=(Launch(2, 1),))
     return SimpleNamespace(phases=[run], problems=[problem], scenario=scenario)
 
 

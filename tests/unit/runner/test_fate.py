@@ -13,7 +13,7 @@ from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
 from zephon_chaos.oracles.policies import PolicyVerdict
 from zephon_chaos.problem import Area, Kind, Problem
 from zephon_chaos.runner import Fate, PhaseRun, phase_fate
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import (
     CheckpointAt,
     PipelineSpec,
@@ -28,7 +28,7 @@ def completed(index: int) -> CheckpointFacts:
 
 
 def launch(
-    tmp_path: Path, phase: Phase, ok: bool, taken: list[CheckpointFacts], index: int = 0
+    tmp_path: Path, phase: Launch, ok: bool, taken: list[CheckpointFacts], index: int = 0
 ) -> PhaseRun:
     first = None if ok else RankOutcome(1, 1, 0, None, 1, error="RuntimeError: boom")
     result = GroupResult(
@@ -40,10 +40,10 @@ def launch(
     return run
 
 
-TWO = Phase(2, 2, (CheckpointAt(1), CheckpointAt(2)))
+TWO = Launch(2, 2, (CheckpointAt(1), CheckpointAt(2)))
 
 
-def scenario(*phases: Phase) -> Scenario:
+def scenario(*phases: Launch) -> Scenario:
     return Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=phases)
 
 
@@ -55,7 +55,7 @@ def scenario(*phases: Phase) -> Scenario:
         ((TWO, TWO), 0, True, [], Fate.NO_CHECKPOINT, None, (Area.CHECKPOINT, Kind.NONE)),
         ((TWO, TWO), 0, False, [completed(0)], Fate.FAILED, None, (Area.LAUNCH, "RuntimeError")),
         (
-            (TWO, Phase(3, 1, expect_failure=True)),
+            (TWO, Launch(3, 1, expect_failure=True)),
             1,
             True,
             [],
@@ -68,7 +68,7 @@ def scenario(*phases: Phase) -> Scenario:
 )
 def test_a_launch_has_one_fate_and_hands_on_what_survived(
     tmp_path: Path,
-    phases: tuple[Phase, ...],
+    phases: tuple[Launch, ...],
     index: int,
     ok: bool,
     taken: list[CheckpointFacts],

@@ -10,7 +10,7 @@ from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.problem import Area, Kind
 from zephon_chaos.runner.outcome import ScenarioOutcome
 from zephon_chaos.runner.resume import Resume, restarted_attempt
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import RecordWriter
 from zephon_chaos.workload.spec import PipelineSpec, RankFault, WorkloadSpec
 
@@ -27,7 +27,7 @@ def judged(tmp_path: Path, attempts: int) -> tuple[ScenarioOutcome, object]:
     fault = RankFault(1, 0, "exit", restart=0)
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(2, 2, rank_faults=(fault,), max_restarts=attempts - 1),),
+        phases=(Launch(2, 2, rank_faults=(fault,), max_restarts=attempts - 1),),
     ).validate()
     out = tmp_path / "phase0"
     for attempt in range(attempts):

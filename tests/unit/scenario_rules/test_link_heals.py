@@ -8,7 +8,8 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError
+from tests.unit.scenario_files import written_as
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, ScenarioError
 from zephon_chaos.scenario_rules import Rule, normalised, violations
 from zephon_chaos.workload.spec import NEVER, ROUND_END, CheckpointAt, PipelineSpec
 
@@ -19,8 +20,8 @@ def launch(fault: ProxyFault) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
         phases=(
-            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
-            Phase(2, 2),
+            Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
+            Launch(2, 2),
         ),
     )
 
@@ -65,9 +66,8 @@ def test_a_reset_at_start_moved_to_the_first_round_keeps_its_heal() -> None:
 
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_file_written_before_heals_loads_with_every_fault_to_the_end(version: int) -> None:
-    raw = json.loads(launch(HEALED).to_json())
+    raw = written_as(json.loads(launch(HEALED).to_json()), version)
     del raw["phases"][0]["proxy_faults"][0]["until"]
-    raw["version"] = version
     if version == 1:
         raw.pop("deployment")
     loaded = Scenario.from_json(json.dumps(raw))

@@ -37,7 +37,7 @@ def attempt(n: int, error: str) -> dict[str, Any]:
 
 
 def relaunch(first: str, *, failed: bool = True, met: str = DEAD, cleared: bool = False) -> object:
-    """Phase 1, a relaunch that met round ``met``: rank 1's first lockstep attempt of checkpoint
+    """Launch 1, a relaunch that met round ``met``: rank 1's first lockstep attempt of checkpoint
     0 fails with ``first``, its retry (the checkpoint's error, and the rank's) with the merge's
     refusal of its own round."""
     last = f"RuntimeError: Checkpoint round {OWN} failed on leader: {REFUSED}"
