@@ -21,7 +21,7 @@ from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.oracles.global_batches import Contract, Verdict
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import (
     ResumeFact,
     ScenarioOutcome,
@@ -61,7 +61,7 @@ def failed(error: str | None, timed_out: bool = False) -> GroupResult:
     return GroupResult("g", [1], [first], timed_out, 1.0, Path("."), [], first_failure=first)
 
 
-def batches(contract: Contract, kind: Kind) -> Verdict:
+def batches(contract: Contract, kind: ProblemKind) -> Verdict:
     return Verdict(False, contract, [Problem(contract.area, kind, str(kind))])
 
 
@@ -75,7 +75,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
     [
         (outcome([]), None),
         (
-            outcome([], batches(Contract.MID_WINDOW, Kind.MISSING), MID_RESIZE),
+            outcome([], batches(Contract.MID_WINDOW, ProblemKind.MISSING), MID_RESIZE),
             "batches-mid-window.missing.resized.mid-window",
         ),
         (
@@ -84,7 +84,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
                 Verdict(
                     False,
                     Contract.MID_WINDOW,
-                    [Problem(Area.BATCHES_MID_WINDOW, Kind.WINDOW, "window 0")],
+                    [Problem(Area.BATCHES_MID_WINDOW, ProblemKind.WINDOW, "window 0")],
                     missing=[(0, 0, 1)],
                 ),
                 MID_RESIZE,
@@ -92,12 +92,16 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
             "batches-mid-window.missing.resized.mid-window",
         ),
         (
-            outcome([], batches(Contract.IDENTICAL, Kind.DIVERGENT), SAME_BOUNDARY),
+            outcome([], batches(Contract.IDENTICAL, ProblemKind.DIVERGENT), SAME_BOUNDARY),
             "batches-identical.divergent.same-size.boundary",
         ),
         (
             outcome(
-                [Problem(Area.CHECKPOINT, Kind.DIFFERS, "differs", checkpoint=0).in_phase(1)],
+                [
+                    Problem(Area.CHECKPOINT, ProblemKind.DIFFERS, "differs", checkpoint=0).in_phase(
+                        1
+                    )
+                ],
                 None,
                 SAME_BOUNDARY,
             ),
@@ -119,7 +123,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
             # A launch failure outranks the batch comparison it makes meaningless.
             outcome(
                 [failed_launch(Area.LAUNCH, failed(None, timed_out=True), 1)],
-                batches(Contract.IDENTICAL, Kind.DUPLICATED),
+                batches(Contract.IDENTICAL, ProblemKind.DUPLICATED),
                 MID_RESIZE,
             ),
             "launch.timeout.resized.mid-window",

@@ -21,7 +21,7 @@ from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.summary_json import SummaryError, read_summary_json
 from zephon_chaos.inproc import inproc_runner
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import scenarios
@@ -64,7 +64,12 @@ def test_a_share_outside_its_range_is_refused_naming_it() -> None:
 
 # ---- a search whose scenarios fail often: fakes that judge without launching ------------
 
-KINDS = (Kind.DIFFERS, Kind.COVERAGE, Kind.MISSING_RECORD, Kind.SPURIOUS_WARNING)
+KINDS = (
+    ProblemKind.DIFFERS,
+    ProblemKind.COVERAGE,
+    ProblemKind.MISSING_RECORD,
+    ProblemKind.SPURIOUS_WARNING,
+)
 RUN_S = {"torchrun": 0.03, "inproc": 0.003}
 """What one fake run takes: stands for a launch's duration, so shrinking costs time."""
 

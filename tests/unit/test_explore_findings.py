@@ -27,7 +27,7 @@ from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.result import GroupResult, RankOutcome
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome, expected_failure_problems
 from zephon_chaos.scenario import Found, Launch, Scenario
 from zephon_chaos.workload.spec import PipelineSpec
@@ -41,7 +41,9 @@ def scenario() -> Scenario:
 
 
 def failing() -> ScenarioOutcome:
-    accepted = Problem(Area.REFUSAL, Kind.ACCEPTED, "phase 0 was expected to fail but succeeded")
+    accepted = Problem(
+        Area.REFUSAL, ProblemKind.ACCEPTED, "phase 0 was expected to fail but succeeded"
+    )
     return ScenarioOutcome(scenario(), None, problems=[accepted])
 
 

@@ -9,7 +9,7 @@ from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.space import declare
 from zephon_chaos.oracles.global_batches import Contract, Verdict
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import Resume, ResumeFact, ScenarioOutcome
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import (
@@ -123,7 +123,7 @@ def test_the_space_declares_tp_values_and_layout_changes_with_reasons() -> None:
 
 def test_a_dp_group_divergence_has_a_signature_of_its_own() -> None:
     text = "DP group 0 diverged: rank 1's batch 2 differs from rank 0's (lane, ids)"
-    line = Problem(Area.BATCHES_IDENTICAL, Kind.DP_GROUP_DIVERGED, text, rank=1).in_phase(1)
+    line = Problem(Area.BATCHES_IDENTICAL, ProblemKind.DP_GROUP_DIVERGED, text, rank=1).in_phase(1)
     outcome = ScenarioOutcome(
         _two(Launch(4, 2, (CheckpointAt(2),), tp=2), Launch(2, 2)),
         None,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from zephon_chaos.harness_problem import HarnessProblem
 from zephon_chaos.launch import GroupResult
 from zephon_chaos.oracles.global_batches import LaneStreams, Verdict, compare, lane_streams
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner.checks import failed_launch, group_never_formed, judged_by_resuming
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import RankRecord, read_phase
@@ -132,7 +132,7 @@ def returned_checkpoints(
                     problems.append(
                         Problem(
                             Area.VERIFY,
-                            Kind.INCONSISTENT,
+                            ProblemKind.INCONSISTENT,
                             f"phase {phase}: merged checkpoint {digest[:12]} was returned to "
                             f"rank {r} (checkpoint {i}) with lane {lane} at {n} batches, and "
                             f"to another rank with it at {positions[int(lane)]}",

@@ -44,7 +44,7 @@ __all__ = [
     "NoRound",
     "Refusal",
     "Rule",
-    "Violation",
+    "RuleBreach",
     "cannot_run_dry",
     "clash",
     "collective",
@@ -194,7 +194,7 @@ _LINK_FAULT_RULES = {
 
 
 @dataclass(frozen=True)
-class Violation:
+class RuleBreach:
     """A rule a scenario breaks: the field (``phases[1].proxy_faults[0].rank``), why, and
     which refusal (``docs/space.md`` classes each)."""
 

@@ -20,7 +20,7 @@ from zephon_chaos.oracles.liveness_model import (
     LivenessVerdict,
     Step,
 )
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import Batch, CheckpointEvent, RankRecord, SampleId
@@ -119,7 +119,7 @@ def failed_checkpoint(tmp_path: Path) -> ScenarioOutcome:
     run = launch(tmp_path, 0, phase, records, ranks)
     over = LivenessProblem(LivenessKind.UNBOUNDED_WAIT, 0, Step.CHECKPOINT, 1, 1, HUNG_S, 18.0)
     run.liveness = LivenessVerdict(0, T, LivenessBounds(), problems=[over])
-    failed = Problem(Area.CHECKPOINT, Kind.FAILED, "checkpoint 1 failed", 0, 1, 0)
+    failed = Problem(Area.CHECKPOINT, ProblemKind.FAILED, "checkpoint 1 failed", 0, 1, 0)
     return ScenarioOutcome(scenario(phase), None, [run], problems=[failed, over.problem()])
 
 

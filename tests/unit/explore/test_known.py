@@ -14,7 +14,7 @@ from zephon_chaos.explore.known import STRING_KEY_ZERO_CID_RESTORE, explaining, 
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RankRecord
@@ -103,9 +103,13 @@ def _with_rank_fault_consequences(outcome: ScenarioOutcome) -> ScenarioOutcome:
     before it never completed, rank 0 was not the one the fault ended."""
     line = "phase 1: rank fault sigkill at shard#2"
     consequences = [
-        Problem(Area.FAULT, Kind.NO_EVIDENCE, f"{line} left no evidence", rank=0),
-        Problem(Area.FAULT, Kind.LOST_CHECKPOINT, f"{line}: checkpoint 0 lost", checkpoint=0),
-        Problem(Area.FAULT, Kind.NOT_ENDED, f"{line}: rank 0 exited 1", checkpoint=0, rank=0),
+        Problem(Area.FAULT, ProblemKind.NO_EVIDENCE, f"{line} left no evidence", rank=0),
+        Problem(
+            Area.FAULT, ProblemKind.LOST_CHECKPOINT, f"{line}: checkpoint 0 lost", checkpoint=0
+        ),
+        Problem(
+            Area.FAULT, ProblemKind.NOT_ENDED, f"{line}: rank 0 exited 1", checkpoint=0, rank=0
+        ),
     ]
     problems = [*outcome.problems, *(p.in_phase(1) for p in consequences)]
     return dataclasses.replace(outcome, problems=problems)
@@ -176,7 +180,7 @@ def test_a_retry_refused_for_a_failed_attempts_round_id_is_the_missed_round_defe
     from zephon_chaos.explore.known import MISSED_ROUND_POISONS_NEXT
 
     text = "rank 0 failed with an error that names none of ['TCPStore']: 'cannot merge'"
-    line = Problem(Area.FAULT, Kind.NO_CAUSE, text, checkpoint=0, rank=0).in_phase(1)
+    line = Problem(Area.FAULT, ProblemKind.NO_CAUSE, text, checkpoint=0, rank=0).in_phase(1)
     assert MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=False), line)  # type: ignore[arg-type]
     assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=True), line)  # type: ignore[arg-type]
     other = dataclasses.replace(line, rank=1)
@@ -233,7 +237,7 @@ def test_the_leaders_slow_failure_after_a_store_kill_at_ack_is_the_dead_store_cl
     from zephon_chaos.explore.known import DEAD_STORE_ACK_CLEANUP
 
     text = f"rank {rank} took {leader_s:.1f}s to fail one attempt, over the bound 9.0s"
-    line = Problem(Area.FAULT, Kind.SLOW_FAILURE, text, phase=0, checkpoint=0, rank=rank)
+    line = Problem(Area.FAULT, ProblemKind.SLOW_FAILURE, text, phase=0, checkpoint=0, rank=rank)
     outcome = _killed_at(at, world, leader_s, action)
     assert DEAD_STORE_ACK_CLEANUP.explains(outcome, line) is explained  # type: ignore[arg-type]
 
@@ -272,9 +276,11 @@ Thread 4250 (idle): "MainThread"
     {func} (/x/site-packages/zephon/_internal/runners/process.py:456)
 """
 """A replacement worker of the hung rank waiting for its task queue's read lock."""
-LAUNCH_TIMEOUT = Problem(Area.LAUNCH, Kind.TIMEOUT, "phase 0: launch timed out", phase=0)
+LAUNCH_TIMEOUT = Problem(Area.LAUNCH, ProblemKind.TIMEOUT, "phase 0: launch timed out", phase=0)
 LAUNCH_ERROR = dataclasses.replace(LAUNCH_TIMEOUT, kind="RuntimeError")
-LIVENESS_WAIT = dataclasses.replace(LAUNCH_TIMEOUT, area=Area.LIVENESS, kind=Kind.UNBOUNDED_WAIT)
+LIVENESS_WAIT = dataclasses.replace(
+    LAUNCH_TIMEOUT, area=Area.LIVENESS, kind=ProblemKind.UNBOUNDED_WAIT
+)
 
 
 def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_worker") -> object:

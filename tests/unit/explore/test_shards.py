@@ -49,7 +49,7 @@ from zephon_chaos.explore.summary_json import (
     read_summary_json,
     write_facts,
 )
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
@@ -143,7 +143,10 @@ def test_the_database_key_names_the_strategy_not_the_round() -> None:
 # ---- sharing failures through a database, with runs judged without launching -----------
 
 PROBLEM = Problem(
-    Area.CHECKPOINT, Kind.MISSING_RECORD, "checkpoint 0 has no record from ranks [1]", checkpoint=0
+    Area.CHECKPOINT,
+    ProblemKind.MISSING_RECORD,
+    "checkpoint 0 has no record from ranks [1]",
+    checkpoint=0,
 ).in_phase(0)
 PROBLEM_SIGNATURE = "checkpoint.missing-record.no-resume.no-resume"
 

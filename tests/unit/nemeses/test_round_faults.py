@@ -16,7 +16,7 @@ from zephon_chaos.faults.placement import place_store_proxy
 from zephon_chaos.nemeses.round_faults import triggers_for
 from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch, stall_deadline_s
 from zephon_chaos.oracles.faults import failure_bound_s
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.scenario import Launch, ProxyFault, Scenario, ScenarioError
 from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec, RankFault
@@ -201,18 +201,18 @@ def _stalled_outcome(problem: Problem, toxic: str = "timeout") -> Any:
     [
         Problem(
             Area.FAULT,
-            Kind.HANG,
+            ProblemKind.HANG,
             "hang: the group passed its deadline after 39.0s (aggregate_timeout_s=2.0)",
         ).in_phase(0),
         Problem(
             Area.FAULT,
-            Kind.SLOW_FAILURE,
+            ProblemKind.SLOW_FAILURE,
             "rank 1 took 14.2s to fail one attempt, over the bound 9.0s (3 x ...)",
             rank=1,
         ).in_phase(0),
         Problem(
             Area.LIVENESS,
-            Kind.UNBOUNDED_WAIT,
+            ProblemKind.UNBOUNDED_WAIT,
             "phase 0: liveness: unbounded wait: rank 0's checkpoint 1 attempt 1 blocked 20.00s, "
             "over the bound 9.00s",
             phase=0,
@@ -227,7 +227,9 @@ def test_a_stalled_links_outcome_is_the_known_defect(problem: Problem) -> None:
 
 
 def test_the_same_problem_without_a_stall_is_not_explained() -> None:
-    problem = Problem(Area.FAULT, Kind.HANG, "hang: after 39.0s").in_phase(0)
+    problem = Problem(Area.FAULT, ProblemKind.HANG, "hang: after 39.0s").in_phase(0)
     assert unexplained(_stalled_outcome(problem, toxic="down")) == [problem]  # type: ignore[arg-type]
-    other = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 1 differs", checkpoint=1).in_phase(0)
+    other = Problem(
+        Area.CHECKPOINT, ProblemKind.DIFFERS, "checkpoint 1 differs", checkpoint=1
+    ).in_phase(0)
     assert unexplained(_stalled_outcome(other)) == [other]  # type: ignore[arg-type]

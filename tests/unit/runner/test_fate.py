@@ -11,7 +11,7 @@ from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
 from zephon_chaos.oracles.policies import PolicyVerdict
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import Fate, PhaseRun, phase_fate
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import (
@@ -52,7 +52,7 @@ def scenario(*phases: Launch) -> Scenario:
     [
         ((TWO, TWO), 0, True, [completed(0), completed(1)], Fate.RESUMED, 1, None),
         ((TWO, TWO), 1, True, [completed(0), completed(1)], Fate.LAST, None, None),
-        ((TWO, TWO), 0, True, [], Fate.NO_CHECKPOINT, None, (Area.CHECKPOINT, Kind.NONE)),
+        ((TWO, TWO), 0, True, [], Fate.NO_CHECKPOINT, None, (Area.CHECKPOINT, ProblemKind.NONE)),
         ((TWO, TWO), 0, False, [completed(0)], Fate.FAILED, None, (Area.LAUNCH, "RuntimeError")),
         (
             (TWO, Launch(3, 1, expect_failure=True)),
@@ -61,7 +61,7 @@ def scenario(*phases: Launch) -> Scenario:
             [],
             Fate.REFUSED,
             None,
-            (Area.REFUSAL, Kind.ACCEPTED),
+            (Area.REFUSAL, ProblemKind.ACCEPTED),
         ),
     ],
     ids=["resumed", "last", "no-checkpoint", "failed", "refused"],
@@ -120,7 +120,7 @@ class ToyFault(LaunchFault):
 
     def judge(self, run: PhaseRun) -> list[Problem]:
         self.steps.append("judge")
-        return [Problem(Area.FAULT, Kind.NO_EVIDENCE, "toy", run.index)]
+        return [Problem(Area.FAULT, ProblemKind.NO_EVIDENCE, "toy", run.index)]
 
     def ends(self, run: PhaseRun) -> bool:
         return self.ending

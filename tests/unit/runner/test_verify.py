@@ -9,7 +9,7 @@ import pytest
 
 from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.oracles.checkpoints import CheckpointVerdict
-from zephon_chaos.problem import Area, Kind
+from zephon_chaos.problem import Area, ProblemKind
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.verify import (
     MAX_CHECKPOINTS,
@@ -120,7 +120,9 @@ def test_one_checkpoint_returned_at_two_positions_of_a_lane_is_a_problem(tmp_pat
     run = phase_run(tmp_path, records)
     persisted(run, (0, 0))
     problems = plan(run, 2, None).problems
-    assert [(p.area, p.kind, p.rank) for p in problems] == [(Area.VERIFY, Kind.INCONSISTENT, 1)]
+    assert [(p.area, p.kind, p.rank) for p in problems] == [
+        (Area.VERIFY, ProblemKind.INCONSISTENT, 1)
+    ]
 
 
 def test_nothing_is_planned_for_a_launch_not_judged_by_resuming(tmp_path: Path) -> None:
