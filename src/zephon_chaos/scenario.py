@@ -16,7 +16,7 @@ from typing import Any
 
 from zephon_chaos.deployment import BEFORE_VERSION_2, DOWNSTREAM, Deployment, RunIdPolicy
 from zephon_chaos.lanes import lanes_of
-from zephon_chaos.launch.spec import LAUNCH_LANES, LAUNCH_PATHS, LaunchLane, LaunchPath
+from zephon_chaos.launch.launch_spec import LAUNCH_LANES, LAUNCH_PATHS, LaunchLane, LaunchPath
 from zephon_chaos.scenario_rules import STORE_ACTIONS as STORE_ACTIONS  # re-exported
 from zephon_chaos.scenario_rules import Refusal, Rule, rank_point, violations
 from zephon_chaos.workload.spec import (
@@ -108,7 +108,7 @@ class Found:
     tier: str
     """``inproc`` or ``torchrun`` (:data:`TIERS`)."""
     launch: LaunchLane
-    """The launch lane of the torchrun tier (``launch.spec.LAUNCH_LANES``) the exploration
+    """The launch lane of the torchrun tier (``launch.launch_spec.LAUNCH_LANES``) the exploration
     ran with: the lane its torchrun runs and confirmations used."""
     signature: str
     """What it failed with, the finding's signature (``explore.signature``)."""
@@ -124,7 +124,7 @@ class Launch:
     steps: int
     checkpoints: tuple[CheckpointAt, ...] = ()
     path: LaunchPath = "standalone"
-    """How torchrun starts the group (``launch.spec.LAUNCH_PATHS``): ``standalone``, or a
+    """How torchrun starts the group (``launch.launch_spec.LAUNCH_PATHS``): ``standalone``, or a
     rendezvous of the ``static`` or ``c10d`` kind. A file before version 4 calls it
     ``launch``."""
     rank_faults: tuple[RankFault, ...] = ()

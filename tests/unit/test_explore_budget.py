@@ -16,9 +16,9 @@ from zephon_chaos.explore import search
 from zephon_chaos.explore.activity import Activity, ActivityClock, shrink_allowance_s
 from zephon_chaos.explore.config import SEARCH_SHARE
 from zephon_chaos.explore.findings import Finding
-from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
+from zephon_chaos.explore.summary import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.summary_json import SummaryError, read_summary_json
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.problem import Area, Problem, ProblemKind

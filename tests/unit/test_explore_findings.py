@@ -13,7 +13,7 @@ import pytest
 
 from zephon_chaos import cli
 from zephon_chaos.commands.explore import ExitStatus, exit_status
-from zephon_chaos.explore import search, timeline
+from zephon_chaos.explore import picture, search
 from zephon_chaos.explore.findings import (
     Finding,
     FindingLabel,
@@ -22,9 +22,9 @@ from zephon_chaos.explore.findings import (
     launch_reports,
 )
 from zephon_chaos.explore.known import judged_ok
-from zephon_chaos.explore.report import ExploreResult, write_summary
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
+from zephon_chaos.explore.summary import ExploreResult, write_summary
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.problem import Area, Problem, ProblemKind
@@ -282,7 +282,7 @@ def test_a_saved_finding_keeps_its_failed_launches_whole_reports(
 ) -> None:
     """The evidence keeps a process's innermost frame only; a hang is triaged on the rest:
     every stack, every rank's and agent's log tail."""
-    monkeypatch.setattr(timeline, "plot_timeline", lambda *a, **k: None)
+    monkeypatch.setattr(picture, "plot_timeline", lambda *a, **k: None)
     made = finding("harness.group-never-formed.no-resume.no-resume")
     made.outcome = hung(ok=False)  # type: ignore[assignment]
     saved = {p.name: p for p in made.save(tmp_path, "cli")}

@@ -38,7 +38,7 @@ from zephon_chaos.strategies import (
     persist_odds,
     scenarios,
 )
-from zephon_chaos.validation.values import (
+from zephon_chaos.validation.value_sets import (
     AGGREGATE_COMPRESSORS,
     AGGREGATE_SERIALIZERS,
     SHUTDOWN_MODES,

@@ -20,7 +20,7 @@ from zephon_chaos.deployment import DOWNSTREAM
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.harness_problem import HARNESS_AREA
-from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LaunchLane
+from zephon_chaos.launch.launch_spec import DEFAULT_LAUNCH_LANE, LaunchLane
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Found, Scenario
 from zephon_chaos.workload.spec import PipelineSpec, stage_count
@@ -226,7 +226,7 @@ class Finding:
         if launches:
             paths.append(folder / f"{stem}.launches.txt")
             paths[-1].write_text(launches)
-        from zephon_chaos.explore.timeline import plot_timeline
+        from zephon_chaos.explore.picture import plot_timeline
 
         png = plot_timeline(scenario, folder / f"{stem}.png", self.outcome, title=self.signature)
         if png is not None:

@@ -5,7 +5,7 @@ and the moment it surfaces, as measured against real Zephon; ``predict`` walks t
 the order Zephon runs its checks, so it is a model of Zephon that the probe can refute.
 ``docs/validation.md`` is rendered from these objects (``validation.doc``) and a test keeps
 the two identical; a row's type is ``validation.rule``, the rows' conditions are in
-``validation.predicates``, the value sets in ``validation.values``, and ``validation.judge``
+``validation.conditions``, the value sets in ``validation.value_sets``, and ``validation.judge``
 predicts and compares. This module is data: the rows and nothing else.
 
 Nothing here imports Zephon or torch: the recipe contract and the doc use the table too.
@@ -13,7 +13,7 @@ Nothing here imports Zephon or torch: the recipe contract and the doc use the ta
 
 from __future__ import annotations
 
-from zephon_chaos.validation import predicates as when
+from zephon_chaos.validation import conditions as when
 from zephon_chaos.validation.model import (
     DEAD,
     SCRATCH,

@@ -16,9 +16,9 @@ from zephon_chaos import cli
 from zephon_chaos.commands.explore import JOBS_OWN, ExitStatus, child_options, jobs_of
 from zephon_chaos.explore import search
 from zephon_chaos.explore.findings import Finding, FindingLabel
-from zephon_chaos.explore.report import ExploreResult
 from zephon_chaos.explore.search import ExploreConfig
 from zephon_chaos.explore.step_summary import ENV
+from zephon_chaos.explore.summary import ExploreResult
 from zephon_chaos.explore.summary_json import read_summary_json
 from zephon_chaos.procs import pids_with_env
 from zephon_chaos.scenario import Launch, Scenario

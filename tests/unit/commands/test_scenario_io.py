@@ -9,7 +9,7 @@ import pytest
 from zephon_chaos.cli import build_parser
 from zephon_chaos.commands import UsageError
 from zephon_chaos.commands._scenario_io import RunSetting, Source, choose, prepare
-from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES
+from zephon_chaos.launch.launch_spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES
 from zephon_chaos.scenario import Found, Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 

@@ -16,7 +16,7 @@ from zephon_chaos.explore.codecov import (
     ZephonCoverage,
     write_files,
 )
-from zephon_chaos.explore.report import Coverage
+from zephon_chaos.explore.summary import Coverage
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec

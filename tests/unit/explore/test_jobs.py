@@ -17,8 +17,8 @@ from zephon_chaos.explore import jobs
 from zephon_chaos.explore.database import LOCAL_COPY
 from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.merge import merge, write_merged
-from zephon_chaos.explore.report import ExploreResult, TierStats
 from zephon_chaos.explore.shard import Shard
+from zephon_chaos.explore.summary import ExploreResult, TierStats
 from zephon_chaos.explore.summary_json import write_summary_json
 from zephon_chaos.procs import pids_with_env
 from zephon_chaos.scenario import Launch, Scenario

@@ -10,7 +10,7 @@ import pytest
 from zephon_chaos.commands.explore import ExitStatus, exit_status
 from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.junit import CaseResult, case_result, write_junit
-from zephon_chaos.explore.report import ExploreResult
+from zephon_chaos.explore.summary import ExploreResult
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import PipelineSpec
 

@@ -35,11 +35,11 @@ from zephon_chaos.explore.database import (
 from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.judged import EndShrinking, ShrinkStop
 from zephon_chaos.explore.merge import MergeError, merge, read_reports, write_merged
-from zephon_chaos.explore.report import Coverage
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.shard import Shard, round_seed, tier_order
 from zephon_chaos.explore.space import declare
 from zephon_chaos.explore.steer import RoundSteering
+from zephon_chaos.explore.summary import Coverage
 from zephon_chaos.explore.summary_json import (
     CellFacts,
     CoverageFacts,

@@ -15,9 +15,9 @@ from zephon_chaos import strategies
 from zephon_chaos.explore import space as space_module
 from zephon_chaos.explore.cells import ROUND_POINTS, Dim, Why, cell
 from zephon_chaos.explore.landing import cells_of, rarity
-from zephon_chaos.explore.report import NEVER, Coverage
 from zephon_chaos.explore.space import declare
 from zephon_chaos.explore.steer import RoundSteering
+from zephon_chaos.explore.summary import NEVER, Coverage
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import PROCESS_ENDING_ACTIONS
 from zephon_chaos.strategies import scenarios

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.explore.findings import Finding, FindingLabel, Section
-from zephon_chaos.explore.report import ExploreResult, TierStats
 from zephon_chaos.explore.step_summary import ENV, append_step_summary
+from zephon_chaos.explore.summary import ExploreResult, TierStats
 from zephon_chaos.scenario import Launch, Scenario
 
 VIOLATION = "refusal.accepted.no-resume.no-resume"

@@ -12,8 +12,8 @@ import pytest
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.inproc import InprocLauncher
 from zephon_chaos.inproc.runner import InprocScenarioRunner
+from zephon_chaos.launch.launch_spec import LaunchSpec
 from zephon_chaos.launch.result import GroupResult
-from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import record_path
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec

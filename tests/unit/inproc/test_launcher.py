@@ -12,10 +12,10 @@ import pytest
 
 from tests.unit.test_scenario import workers_killed
 from zephon_chaos.faults.proxy.client import ToxiproxyClient
-from zephon_chaos.fixtures.proxy import EchoServer
+from zephon_chaos.fixtures.toxiproxy import EchoServer
 from zephon_chaos.inproc import InprocLauncher, TierRefusal, inproc_refusal, inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.launch.spec import LaunchSpec
+from zephon_chaos.launch.launch_spec import LaunchSpec
 from zephon_chaos.runner import workload_spec
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import read_phase
@@ -344,8 +344,8 @@ def test_a_teardown_a_finalizer_ignored_is_noted_and_any_other_error_still_repor
     launch, and every other such error still reaches the hook that was there."""
     import sys
 
-    from zephon_chaos.inproc.group import GroupTornDown
     from zephon_chaos.inproc.launcher import teardowns_in_finalizers
+    from zephon_chaos.inproc.rank_group import GroupTornDown
 
     reported: list[BaseException] = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.launch.test_group import CASES, MISBEHAVIOURS, misbehaviour_env
-from zephon_chaos.fixtures.warm import warm_launcher_for
+from zephon_chaos.fixtures.warm_lane import warm_launcher_for
 from zephon_chaos.launch import LAUNCH_PATHS, GroupResult, LaunchSpec
 from zephon_chaos.launch.warm import (
     WARM_NOTE,

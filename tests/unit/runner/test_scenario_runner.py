@@ -9,8 +9,8 @@ from pathlib import Path
 
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch import GroupResult, LaunchSpec
+from zephon_chaos.launch.launch_spec import Formation
 from zephon_chaos.launch.result import RankOutcome
-from zephon_chaos.launch.spec import Formation
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import BEGAN_RECORD, RecordWriter

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.patched import installed_patches
+from zephon_chaos.validation.conditions import uri_verdict
 from zephon_chaos.validation.configs import zephon_configs
 from zephon_chaos.validation.doc import render_validation_doc
 from zephon_chaos.validation.judge import compare, predict
@@ -32,7 +33,6 @@ from zephon_chaos.validation.model import (
     StoreUri,
     ZephonConfig,
 )
-from zephon_chaos.validation.predicates import uri_verdict
 from zephon_chaos.validation.recipe_rules import RECIPE_RULES
 from zephon_chaos.validation.rules import (
     RULES_BY_ID,
