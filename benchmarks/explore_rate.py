@@ -38,7 +38,7 @@ def resize_2_to_3(seed: int) -> Scenario:
     return Scenario(
         data=DataSpec(seed=seed),
         pipeline=PipelineSpec(canonical_replicas=6),
-        phases=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
+        launches=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
         name=f"bench-2to3-{seed}",
     )
 

@@ -37,7 +37,7 @@ def killed_workers(at_step: int) -> Scenario:
     scenario = Scenario(
         data=DataSpec(sources=(SourceSpec("a", shards=(40, 40, 40, 40), exhausted="repeat"),)),
         pipeline=PipelineSpec(canonical_replicas=4, runner="process"),
-        phases=(
+        launches=(
             Launch(2, 5, (CheckpointAt(5),), child_faults=(ChildFault(1, at_step),)),
             Launch(1, 3),
         ),

@@ -156,7 +156,7 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
     if aim.kind is AimKind.SETTING:
         mtp = aim.action == SETTINGS[0]
         setting = replace(p, mtp_mode=True) if mtp else replace(p, runner="process")
-        return scenario.with_(pipeline=setting, phases=scenario.phases[:SETTING_LAUNCHES])
+        return scenario.with_(pipeline=setting, launches=scenario.launches[:SETTING_LAUNCHES])
     if aim.kind is AimKind.LAYOUT:
         return _relaid(scenario, aim.action, draws)
     if aim.kind is AimKind.CHILD:
@@ -181,11 +181,11 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
         fmt = REPLACEMENT_FORMAT
     s = scenario.with_(pipeline=pipeline, data=data, persist_format=fmt)
     phase = _aimed_launch(s, i, aim, draws)
-    return s.with_(phases=(*s.phases[:i], phase, *s.phases[i + 1 :]))
+    return s.with_(launches=(*s.launches[:i], phase, *s.launches[i + 1 :]))
 
 
 def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Launch:
-    ph = _accepted(s.phases[i], s.canonical_replicas(i))
+    ph = _accepted(s.launches[i], s.canonical_replicas(i))
     steps = max(1, ph.steps)
     checkpoints = tuple(cp for cp in ph.checkpoints if i == 0 or cp.step > 0)
     if not checkpoints:
@@ -236,7 +236,7 @@ def _child_aimed(s: Scenario, aim: Aim, draws: Draws) -> Scenario:
     data = replace(
         s.data, sources=tuple(replace(src, exhausted="repeat") for src in s.data.sources)
     )
-    ph = _accepted(s.phases[0], s.pipeline.canonical_replicas)
+    ph = _accepted(s.launches[0], s.pipeline.canonical_replicas)
     last = aim.point == CHILD_POINTS[1]
     steps = max(1 if last else 2, ph.steps)
     at_step = steps if last else 1 + draws.rank % (steps - 1)
@@ -244,9 +244,9 @@ def _child_aimed(s: Scenario, aim: Aim, draws: Draws) -> Scenario:
     first = replace(ph.unfaulted(), steps=steps, sync="lockstep", child_faults=(fault,))
     # A relaunch over endless data runs as long as it was drawn (over finite data: until the
     # data ran out, 10,000 steps): the steps of a plain draw keep it short.
-    later = tuple(replace(p, steps=min(p.steps, CHILD_RELAUNCH_STEPS)) for p in s.phases[1:])
+    later = tuple(replace(p, steps=min(p.steps, CHILD_RELAUNCH_STEPS)) for p in s.launches[1:])
     phases = (first, *later[: SETTING_LAUNCHES - 1])
-    return s.with_(pipeline=pipeline, data=data, phases=phases)
+    return s.with_(pipeline=pipeline, data=data, launches=phases)
 
 
 def _relaid(s: Scenario, change: str, draws: Draws) -> Scenario:
@@ -257,7 +257,7 @@ def _relaid(s: Scenario, change: str, draws: Draws) -> Scenario:
     before, after = reversed(pair) if draws.rank % 2 else pair
     c = s.pipeline.canonical_replicas
     pipeline = replace(s.pipeline, canonical_replicas=c if c % 2 == 0 else 2 * c)
-    first, second = s.phases[0], s.phases[1] if len(s.phases) > 1 else s.phases[0]
+    first, second = s.launches[0], s.launches[1] if len(s.launches) > 1 else s.launches[0]
     steps = max(1, first.steps)
     launches = (
         replace(first, steps=steps, checkpoints=first.checkpoints or (CheckpointAt(steps),)),
@@ -276,7 +276,7 @@ def _relaid(s: Scenario, change: str, draws: Draws) -> Scenario:
         )
         for ph, (dp, tp) in zip(launches, (before, after), strict=True)
     )
-    return s.with_(pipeline=pipeline, phases=laid)
+    return s.with_(pipeline=pipeline, launches=laid)
 
 
 def link_attributes(toxic: str, latency_ms: int) -> dict[str, int]:

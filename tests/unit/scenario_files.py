@@ -7,11 +7,12 @@ from typing import Any
 
 def written_as(raw: dict[str, Any], version: int) -> dict[str, Any]:
     """``raw``, a file of this version, with the keys it had in ``version`` and that version's
-    number: before version 4 a launch named its launch path ``launch`` (now ``path``). Fields
-    added since stay; a test drops those it needs gone."""
+    number: before version 4 the launches were ``phases`` and a launch named its launch path
+    ``launch`` (now ``launches`` and ``path``). Fields added since stay; a test drops those it
+    needs gone."""
     old = dict(raw, version=version)
     if version < 4:
-        old["phases"] = [_launch_path_named_launch(p) for p in raw["phases"]]
+        old["phases"] = [_launch_path_named_launch(p) for p in old.pop("launches")]
     return old
 
 

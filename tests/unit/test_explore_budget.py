@@ -77,9 +77,9 @@ RUN_S = {"torchrun": 0.03, "inproc": 0.003}
 def kind_of(scenario: Scenario) -> int | None:
     """Fails when the first launch checkpoints; the kind of failure by the number of launches
     (so shrinking cannot turn one kind into another by dropping launches)."""
-    if not scenario.phases[0].checkpoints:
+    if not scenario.launches[0].checkpoints:
         return None
-    return (len(scenario.phases) - 1) % len(KINDS)
+    return (len(scenario.launches) - 1) % len(KINDS)
 
 
 class FakeRunner(ScenarioRunner):
@@ -278,7 +278,7 @@ def test_a_torchrun_finding_that_replays_in_process_is_shrunk_there_then_confirm
     minimal = finding.scenario
     # The plant's minimum: a resize from one rank to two (C depends on the path shrinking
     # took: 2 or 3 lanes resume mid-window alike).
-    assert [ph.world_size for ph in minimal.phases] == [1, 2], minimal.summary()
+    assert [ph.world_size for ph in minimal.launches] == [1, 2], minimal.summary()
     assert stats.shrunk_in_process >= 1
     # Shrinking ran in process only (every scenario here is expressible there); torchrun ran
     # the minimal scenario to confirm it: once after shrinking, then the two reruns.
@@ -297,7 +297,7 @@ def test_a_minimum_found_in_process_that_passes_on_torchrun_goes_back_to_torchru
     scenario that fails there, shrunk on torchrun."""
 
     def true_minimum(s: Scenario) -> bool:
-        return [ph.world_size for ph in s.phases] == [1, 2]
+        return [ph.world_size for ph in s.launches] == [1, 2]
 
     torchrun = ThreadsForTorchrun(tmp_path / "torchrun", passes=true_minimum)
     explorer = _planted_search(tmp_path, monkeypatch, torchrun)

@@ -37,7 +37,7 @@ EXPECTED_ERROR = "canonical_replicas (2) must be >= dp_degree (3)"
 
 
 def scenario() -> Scenario:
-    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Launch(1, 1),))
+    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(1, 1),))
 
 
 def failing() -> ScenarioOutcome:

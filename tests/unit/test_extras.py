@@ -91,5 +91,5 @@ def test_a_timeline_without_matplotlib_is_left_out(tmp_path: Path) -> None:
     from zephon_chaos.explore.picture import plot_timeline
     from zephon_chaos.scenario import Launch, Scenario
 
-    assert plot_timeline(Scenario(phases=(Launch(1, 2),)), tmp_path / "t.png") is None
+    assert plot_timeline(Scenario(launches=(Launch(1, 2),)), tmp_path / "t.png") is None
     assert not (tmp_path / "t.png").exists()

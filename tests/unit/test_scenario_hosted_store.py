@@ -24,7 +24,7 @@ CPS = (CheckpointAt(1), CheckpointAt(2))
 def hosted(*phases: Launch, aggregation: str = "store_explicit") -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
-        phases=phases,
+        launches=phases,
     )
 
 
@@ -36,17 +36,21 @@ def test_a_store_fault_at_a_round_point_of_the_hosted_store_is_valid_and_round_t
     fault = StoreFault("sigstop", "shard#2", 12.0)
     s = hosted(Launch(2, 3, CPS, store_faults=(fault,)), Launch(2, 1))
     assert violations(s) == []
-    assert Scenario.from_json(s.to_json()).phases[0].store_faults == s.phases[0].store_faults
+    assert Scenario.from_json(s.to_json()).launches[0].store_faults == s.launches[0].store_faults
 
 
 @pytest.mark.parametrize(
     ("fault", "aggregation", "field"),
     [
-        (StoreFault("kill", "shard"), "store", "phases[0].store_faults"),
-        (StoreFault("explode", "shard"), "store_explicit", "phases[0].store_faults[0].action"),
-        (StoreFault("kill", "start"), "store_explicit", "phases[0].store_faults[0].at"),
-        (StoreFault("kill", "ack#3"), "store_explicit", "phases[0].store_faults[0].at"),
-        (StoreFault("sigstop", "ack", 0.0), "store_explicit", "phases[0].store_faults[0].stall_s"),
+        (StoreFault("kill", "shard"), "store", "launches[0].store_faults"),
+        (StoreFault("explode", "shard"), "store_explicit", "launches[0].store_faults[0].action"),
+        (StoreFault("kill", "start"), "store_explicit", "launches[0].store_faults[0].at"),
+        (StoreFault("kill", "ack#3"), "store_explicit", "launches[0].store_faults[0].at"),
+        (
+            StoreFault("sigstop", "ack", 0.0),
+            "store_explicit",
+            "launches[0].store_faults[0].stall_s",
+        ),
     ],
 )
 def test_a_store_fault_no_run_can_apply_is_named_by_its_field(
@@ -63,30 +67,30 @@ def test_a_store_fault_beside_a_rank_fault_is_refused_and_normalising_drops_it()
         2, 3, CPS, rank_faults=(RankFault(1, 3, "sigkill"),), store_faults=(StoreFault("kill"),)
     )
     s = hosted(ph, Launch(2, 1))
-    assert "phases[0].store_faults" in fields(s)
+    assert "launches[0].store_faults" in fields(s)
     fixed = normalised(s)
-    assert fixed.phases[0].store_faults == () and violations(fixed) == []
+    assert fixed.launches[0].store_faults == () and violations(fixed) == []
 
 
 def test_normalising_times_a_store_fault_by_a_round_and_drops_one_no_round_can_time() -> None:
     at_start = (StoreFault("kill", "start"),)
     s = normalised(hosted(Launch(2, 3, CPS, store_faults=at_start), Launch(2, 1)))
-    assert s.phases[0].store_faults == (StoreFault("kill", "announce"),)
+    assert s.launches[0].store_faults == (StoreFault("kill", "announce"),)
     one_rank = normalised(
         hosted(Launch(1, 3, CPS, store_faults=(StoreFault("kill"),)), Launch(1, 1))
     )
-    assert one_rank.phases[0].store_faults == ()
+    assert one_rank.launches[0].store_faults == ()
 
 
 def test_restarts_need_a_rank_fault_of_attempt_zero() -> None:
     bare = hosted(Launch(2, 3, CPS, max_restarts=1), Launch(2, 1))
-    assert "phases[0].max_restarts" in fields(bare)
+    assert "launches[0].max_restarts" in fields(bare)
     every = hosted(Launch(2, 3, CPS, rank_faults=(RankFault(0, 2, "exit"),), max_restarts=1))
-    assert "phases[0].rank_faults[0].restart" in fields(every)
+    assert "launches[0].rank_faults[0].restart" in fields(every)
     fixed = normalised(every)
-    assert fixed.phases[0].rank_faults == (RankFault(0, 2, "exit", restart=0),)
+    assert fixed.launches[0].rank_faults == (RankFault(0, 2, "exit", restart=0),)
     assert violations(fixed) == []
-    assert normalised(bare).phases[0].max_restarts == 0
+    assert normalised(bare).launches[0].max_restarts == 0
 
 
 def test_a_restarted_launch_may_run_free() -> None:
@@ -115,9 +119,9 @@ def test_a_crash_loop_fires_in_at_most_max_restarts_attempts() -> None:
     assert violations(s) == []
     assert s.reference_steps == 2 * 1 + 3, "each failed attempt keeps its checkpoint's batches"
     assert [loop[0].fires_in(a) for a in range(3)] == [True, True, False]
-    every = replace(s, phases=(replace(s.phases[0], max_restarts=1),))
-    assert "phases[0].rank_faults[0].attempts" in fields(every)
-    assert normalised(every).phases[0].rank_faults[0].attempts == 1
+    every = replace(s, launches=(replace(s.launches[0], max_restarts=1),))
+    assert "launches[0].rank_faults[0].attempts" in fields(every)
+    assert normalised(every).launches[0].rank_faults[0].attempts == 1
 
 
 def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference() -> None:
@@ -148,7 +152,7 @@ def test_a_restarted_tensor_parallel_launch_keeps_its_checkpoint() -> None:
 )
 def test_the_in_process_tier_refuses_them_naming_the_field(phase: Launch, field: str) -> None:
     reason = inproc_refusal(hosted(phase).validate())
-    assert reason is not None and reason.startswith(f"scenario.phases[0].{field}:")
+    assert reason is not None and reason.startswith(f"scenario.launches[0].{field}:")
 
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -158,7 +162,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(
 @given(scenarios(tier="torchrun"))
 def test_generated_hosted_store_faults_and_restarts_obey_the_rules(s: Scenario) -> None:
     assert violations(s) == []
-    for ph in s.phases:
+    for ph in s.launches:
         if ph.store_faults:
             assert s.pipeline.aggregation == "store_explicit"
             assert s.pipeline.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
@@ -170,13 +174,13 @@ def test_generated_hosted_store_faults_and_restarts_obey_the_rules(s: Scenario) 
 def test_the_strategies_reach_each_hosted_store_fault_and_land_on_its_cell(action: str) -> None:
     s = find(
         scenarios(tier="torchrun"),
-        lambda s: any(f.action == action for ph in s.phases for f in ph.store_faults),
+        lambda s: any(f.action == action for ph in s.launches for f in ph.store_faults),
         settings=settings(
             max_examples=3000, deadline=None, database=None, phases=(HPhase.generate,)
         ),
     )
     # The scenario may hold several store faults; the cell is the one of the fault found.
-    f = next(f for ph in s.phases for f in ph.store_faults if f.action == action)
+    f = next(f for ph in s.launches for f in ph.store_faults if f.action == action)
     landed = cell(Dim.HOSTED_STORE_FAULT, action, f.at.partition("#")[0])
     space = declare("torchrun")
     assert landed in cells_of(s, None) and space.why_not(landed) is None
@@ -186,7 +190,7 @@ def test_the_strategies_reach_a_hosted_store_fault_under_the_process_runner() ->
     """The recipe's runner: the rank process runs the round, so its store can be faulted."""
     find(
         scenarios(tier="torchrun"),
-        lambda s: s.pipeline.runner == "process" and any(ph.store_faults for ph in s.phases),
+        lambda s: s.pipeline.runner == "process" and any(ph.store_faults for ph in s.launches),
         settings=settings(
             max_examples=3000, deadline=None, database=None, phases=(HPhase.generate,)
         ),
@@ -221,7 +225,7 @@ def test_the_strategies_draw_it_under_restarts(drawn: object) -> None:
     """What the removed refusals kept out, the torchrun tier now draws beside restarts."""
     found = find(
         scenarios(tier="torchrun"),
-        lambda s: any(ph.max_restarts and drawn(ph) for ph in s.phases),  # type: ignore[operator]
+        lambda s: any(ph.max_restarts and drawn(ph) for ph in s.launches),  # type: ignore[operator]
         settings=settings(max_examples=3000, deadline=None, phases=[HPhase.generate]),
     )
     assert violations(found) == []

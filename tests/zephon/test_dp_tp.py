@@ -30,7 +30,7 @@ def test_dp_x_tp_resumes_keep_global_batches_and_each_groups_batches_identical(
     resume_check,
 ) -> None:
     scenario = Scenario(
-        pipeline=PipelineSpec(canonical_replicas=C), phases=TRAJECTORY + MORE, name="dp-x-tp"
+        pipeline=PipelineSpec(canonical_replicas=C), launches=TRAJECTORY + MORE, name="dp-x-tp"
     ).validate()
     changes = {c.value[0] for c in cells_of(scenario, None) if c.dim is Dim.LAYOUT_CHANGE}
     assert changes == {change.value for change in LayoutChange}

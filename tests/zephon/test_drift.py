@@ -27,7 +27,7 @@ def drifted() -> Scenario:
     """One launch of 2 ranks, 3 checkpoints, rank 1 one interval behind the leader."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
+        launches=(
             Launch(
                 2,
                 3,

@@ -24,7 +24,7 @@ def healed(fault: ProxyFault) -> Scenario:
     """The first of two launches faulted; the lockstep retry; a relaunch resumes."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
+        launches=(
             Launch(
                 2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,), retry="lockstep"
             ),

@@ -44,7 +44,7 @@ def faulted_scenario(fault: StoreFault, *phases: Launch, runner: str = "inline")
             aggregation="store_explicit",
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(Launch(2, 3, CPS, store_faults=(fault,)), *(phases or (Launch(2, 2),))),
+        launches=(Launch(2, 3, CPS, store_faults=(fault,)), *(phases or (Launch(2, 2),))),
         name=f"hosted-{fault.action}",
     ).validate()
 
@@ -111,7 +111,7 @@ def test_a_stall_past_the_bound_is_the_known_defect_and_a_relaunch_on_the_same_n
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
         ),
-        phases=(
+        launches=(
             Launch(2, 2, (CheckpointAt(1),)),
             Launch(2, 3, CPS, store_faults=(stall,)),
             Launch(2, 2),
@@ -143,7 +143,7 @@ def test_a_store_killed_at_an_acknowledgement_fails_the_round_within_the_known_d
         pipeline=PipelineSpec(
             canonical_replicas=4, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
         ),
-        phases=(Launch(4, 3, CPS, store_faults=(kill,)), Launch(2, 2)),
+        launches=(Launch(4, 3, CPS, store_faults=(kill,)), Launch(2, 2)),
         name="hosted-kill-at-ack",
     ).validate()
     outcome = resume_check(scenario)
@@ -166,7 +166,7 @@ def test_torchrun_restarts_a_scenario_launch_from_its_latest_checkpoint(
     attempt 1 resumes it, then the next launch resumes attempt 1's last checkpoint."""
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S * 5),
-        phases=(
+        launches=(
             Launch(
                 2,
                 3,

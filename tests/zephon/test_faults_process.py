@@ -70,7 +70,7 @@ def test_a_crashed_group_relaunches_from_its_last_checkpoint(
             aggregation=aggregation,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(
+        launches=(
             Launch(first, 3, (CheckpointAt(1),), rank_faults=(RankFault(victim, 2, action),)),
             Launch(then, 2),
         ),

@@ -96,7 +96,7 @@ def faulted_scenario(
             aggregation=aggregation,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(
+        launches=(
             Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(fault,), retry=retry),  # type: ignore[arg-type]
             Launch(2, 2),
         ),
@@ -174,7 +174,7 @@ def test_a_link_fault_on_the_harness_hosted_store(resume_check) -> None:
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
         ),
-        phases=(
+        launches=(
             Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)),
                   proxy_faults=(ProxyFault(1, "down", at="shard#2"),)),
             Launch(2, 2),
@@ -202,7 +202,7 @@ def test_a_stalled_link_is_the_known_defect_within_a_short_deadline(resume_check
     stall = ProxyFault(1, "timeout", {"timeout": 0}, at="shard#2")
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
+        launches=(
             Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(stall,),
                   retry="lockstep"),
             Launch(2, 2),

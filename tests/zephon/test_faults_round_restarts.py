@@ -38,7 +38,7 @@ def crashed_in_round(aggregation: str) -> Scenario:
             aggregation=aggregation,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(Launch(2, 3, CPS, rank_faults=(fault,), max_restarts=1), Launch(2, 2)),
+        launches=(Launch(2, 3, CPS, rank_faults=(fault,), max_restarts=1), Launch(2, 2)),
         name=f"restart-in-round-{aggregation}",
     ).validate()
 

@@ -239,7 +239,7 @@ def test_a_failed_round_resumes_from_the_previous_checkpoint(
             runner=runner,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(
+        launches=(
             Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
             Launch(2, 2),
         ),
@@ -269,7 +269,7 @@ def test_a_proxy_faulted_phase_resumes_on_another_world_size(
 ) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=6, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
+        launches=(
             Launch(3, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
             Launch(2, 2),
         ),
@@ -458,7 +458,7 @@ def test_a_peer_lost_before_the_lockstep_meeting_is_a_cause_not_a_finding(resume
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=2.0
         ),
-        phases=(
+        launches=(
             Launch(
                 2,
                 1,

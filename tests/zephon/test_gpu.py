@@ -37,7 +37,7 @@ def save_and_restore(world_sizes: tuple[int, int], **pipeline: object) -> Scenar
     return Scenario(
         data=DataSpec(),
         pipeline=PipelineSpec(canonical_replicas=4, **pipeline),  # type: ignore[arg-type]
-        phases=(
+        launches=(
             Launch(world_size=first, steps=2, checkpoints=(CheckpointAt(2),)),
             Launch(world_size=second, steps=2),
         ),

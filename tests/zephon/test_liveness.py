@@ -28,7 +28,7 @@ def test_the_liveness_oracle_measures_a_real_failed_round(
 ) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
+        launches=(
             Launch(
                 2,
                 3,

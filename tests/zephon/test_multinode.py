@@ -46,7 +46,7 @@ def test_a_group_over_two_hosts_resumes_with_identical_batches(
 ) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
-        phases=(
+        launches=(
             Launch(2, 2, (CheckpointAt(2),), path="c10d", hosts=2),
             Launch(4, 2, path="c10d", hosts=2),
         ),

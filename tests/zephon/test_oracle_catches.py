@@ -47,7 +47,7 @@ def test_every_plant_has_a_row() -> None:
 def test_a_planted_defect_is_caught_with_its_evidence(resume_check, plant: str) -> None:
     checkpoint, evidence = CAUGHT[plant]
     scenario = Scenario(
-        phases=(Launch(2, checkpoint.step + 1, (checkpoint,)), Launch(3, 2)),
+        launches=(Launch(2, checkpoint.step + 1, (checkpoint,)), Launch(3, 2)),
         plant=plant,
         name=f"plant-{plant}",
     )
@@ -75,7 +75,7 @@ def test_a_reordered_draw_is_caught_where_every_lane_stream_holds(
     """Same lanes, mid-window: rank 0 goes on with its turn at lane 1, then draws out of it.
     Every lane's stream is the reference's; only what rank 0's trainer consumed is not."""
     scenario = Scenario(
-        phases=(Launch(2, 2, (CheckpointAt(1, 1),)), Launch(2, 2)),
+        launches=(Launch(2, 2, (CheckpointAt(1, 1),)), Launch(2, 2)),
         plant=plant,
         name=f"plant-{plant}-same-lanes",
     )

@@ -34,7 +34,7 @@ def lagged(retry: str, checkpoints: int = 3) -> Scenario:
     """Rank 1 late for the second checkpoint (index 1) of the first launch, then a resume."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
+        launches=(
             Launch(
                 2,
                 checkpoints,

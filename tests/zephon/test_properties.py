@@ -101,7 +101,7 @@ def test_generated_scenarios_resume_correctly_on_torchrun(
 
 CHECKPOINT_BEFORE_FIRST_BATCH = Scenario(
     pipeline=PipelineSpec(canonical_replicas=2),
-    phases=(
+    launches=(
         Launch(1, 1, (CheckpointAt(0, 1),)),  # mid-window: lane 0 has 1 batch, lane 1 none
         Launch(1, 1, (CheckpointAt(0),)),  # restored, then checkpointed before any batch
     ),
@@ -128,7 +128,7 @@ def test_the_same_position_checkpointed_after_a_batch_does_warn(
     runs and rank 0, which merges, warns."""
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Launch(1, 1, (CheckpointAt(0, 1),)), Launch(1, 2, (CheckpointAt(1),))),
+        launches=(Launch(1, 1, (CheckpointAt(0, 1),)), Launch(1, 2, (CheckpointAt(1),))),
     )
     outcome = inproc.run(scenario)
     assert outcome.ok, outcome.report()
@@ -196,7 +196,7 @@ def _string_keyed(checkpoint: CheckpointAt, persist_format: str = "pickle") -> S
     world, serializer = (2, "json") if persist_format == "pickle" else (1, "msgpack")
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_serializer=serializer),
-        phases=(Launch(world, 1, (checkpoint,)), Launch(world, 1)),
+        launches=(Launch(world, 1, (checkpoint,)), Launch(world, 1)),
         persist_format=persist_format,
         name="string-keyed-restore",
     )

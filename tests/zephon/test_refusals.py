@@ -34,7 +34,7 @@ def test_a_refused_transition_fails_with_zephons_error(resume_check, name: str) 
     phases, error = REFUSED_TRANSITIONS[name]
     last = replace(phases[-1], expect_failure=True, expect_error=error)
     scenario = Scenario(
-        pipeline=PipelineSpec(canonical_replicas=2), phases=(*phases[:-1], last), name=name
+        pipeline=PipelineSpec(canonical_replicas=2), launches=(*phases[:-1], last), name=name
     )
     outcome = resume_check(scenario)
     assert outcome.ok, outcome.report()

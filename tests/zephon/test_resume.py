@@ -120,7 +120,7 @@ def scenario_of(name: str, row: Row) -> Scenario:
             aggregation=row.aggregation,  # type: ignore[arg-type]
             **row.pipeline,  # type: ignore[arg-type]
         ),
-        phases=phases,
+        launches=phases,
         persist_format=row.persist_format,
         name=name,
     )

@@ -44,7 +44,7 @@ def three_phase_scenario() -> Scenario:
     return Scenario(
         data=DataSpec(),
         pipeline=PipelineSpec(canonical_replicas=6),
-        phases=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
+        launches=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
         name="bench-3-phase",
     )
 

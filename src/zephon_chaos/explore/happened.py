@@ -203,7 +203,7 @@ def happened(outcome: ScenarioOutcome, events_of: EventsOf | None = None) -> Hap
         launches.append(_launch(outcome, run, kept, events))
     ran = {run.index for run in outcome.phases}
     scenario = outcome.scenario
-    launches += [_not_run(scenario, i) for i in range(len(scenario.phases)) if i not in ran]
+    launches += [_not_run(scenario, i) for i in range(len(scenario.launches)) if i not in ran]
     launches.sort(key=lambda launch: launch.index)
     harness = tuple(h.gap for h in outcome.harness_problems)
     return Happened(tuple(launches), _batches(outcome, launches), tuple(outcome.problems), harness)
@@ -211,12 +211,12 @@ def happened(outcome: ScenarioOutcome, events_of: EventsOf | None = None) -> Hap
 
 def planned(scenario: Scenario) -> Happened:
     """A scenario that did not run (no outcome): its launches, nothing recorded."""
-    return Happened(tuple(_not_run(scenario, i) for i in range(len(scenario.phases))), None, ())
+    return Happened(tuple(_not_run(scenario, i) for i in range(len(scenario.launches))), None, ())
 
 
 def _not_run(scenario: Scenario, i: int) -> LaunchHappened:
     """Launch ``i`` as planned: it never ran (the scenario ended before it, or nothing ran)."""
-    ph = scenario.phases[i]
+    ph = scenario.launches[i]
     c = scenario.canonical_replicas(i)
     lanes = tuple(
         RankLane(r, (), (), 0, (), (), Exit(ExitKind.UNKNOWN, None))

@@ -33,7 +33,7 @@ def cells_of(scenario: Scenario, outcome: ScenarioOutcome | None) -> set[Cell]:
 
 def _cells(scenario: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
     p = scenario.pipeline
-    yield cell(Dim.LAUNCHES, len(scenario.phases))
+    yield cell(Dim.LAUNCHES, len(scenario.launches))
     yield cell(Dim.RUNNER, p.runner)
     yield cell(Dim.MTP, MTP_CHOICES[1] if p.mtp_mode else MTP_CHOICES[0])
     yield cell(Dim.MAPPING, p.mapping)
@@ -60,7 +60,7 @@ def _cells(scenario: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell
 def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
     previous: int | None = None
     laid_out: tuple[int, int] | None = None
-    for i, ph in enumerate(scenario.phases):
+    for i, ph in enumerate(scenario.launches):
         c = scenario.canonical_replicas(i)
         yield cell(Dim.WORLD_SIZE, ph.world_size)
         yield cell(Dim.TP, ph.tp)
@@ -112,7 +112,7 @@ def _phase_cells(scenario: Scenario) -> Iterator[Cell]:
             if pf.heals:
                 yield cell(Dim.STORE_FAULT_HEAL, pf.toxic, point, pf.until)
         yield from _hosted_cells(scenario, i)
-        if ph.rank_faults and not ph.max_restarts and i < len(scenario.phases) - 1:
+        if ph.rank_faults and not ph.max_restarts and i < len(scenario.launches) - 1:
             yield cell(Dim.RELAUNCH, Relaunch.AFTER_CRASH.value)
             if scenario.restore_index(i) is None and i > 0:
                 yield cell(Dim.RELAUNCH, Relaunch.SAME_CHECKPOINT.value)
@@ -163,12 +163,16 @@ def rarity(cells: Iterable[Cell], counts: Mapping[Cell, int], space: Space | Non
 def _hosted_cells(scenario: Scenario, i: int) -> Iterator[Cell]:
     """Launch ``i``'s hosted-store fault and restarts, and a relaunch against the store a
     crashed or failed launch left (``store_explicit``: it outlives the launches)."""
-    ph = scenario.phases[i]
+    ph = scenario.launches[i]
     for f in ph.store_faults:
         yield cell(Dim.HOSTED_STORE_FAULT, f.action, f.at.partition("#")[0])
     for child in ph.child_faults:
         yield cell(Dim.CHILD_FAULT, child.target, CHILD_WHEN[child.at_step >= ph.steps])
     yield cell(Dim.RESTARTS, ph.max_restarts)
     ended = (ph.rank_faults and not ph.max_restarts) or ph.store_faults
-    if ended and i < len(scenario.phases) - 1 and scenario.pipeline.aggregation == "store_explicit":
+    if (
+        ended
+        and i < len(scenario.launches) - 1
+        and scenario.pipeline.aggregation == "store_explicit"
+    ):
         yield cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value)

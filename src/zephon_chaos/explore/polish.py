@@ -31,12 +31,12 @@ Judge = Callable[[Scenario], str | None]
 
 
 def _phases(s: Scenario, phases: list[Launch]) -> Scenario:
-    return s.with_(phases=tuple(phases))
+    return s.with_(launches=tuple(phases))
 
 
 def _swap(s: Scenario, i: int, phase: Launch) -> Scenario:
     """``s`` with launch ``i`` replaced by ``phase``."""
-    phases = list(s.phases)
+    phases = list(s.launches)
     phases[i] = phase
     return _phases(s, phases)
 
@@ -58,7 +58,7 @@ def normalised_candidates(s: Scenario) -> Iterator[Scenario]:
 def candidates(s: Scenario) -> Iterator[Scenario]:
     """Simpler neighbours of ``s``, the biggest simplifications first (raw: moving a rank
     may leave a refusal unflagged until :func:`normalised_candidates` re-derives it)."""
-    phases = list(s.phases)
+    phases = list(s.launches)
     for i in range(len(phases)):
         if len(phases) > 1:
             yield _phases(s, phases[:i] + phases[i + 1 :])
@@ -109,7 +109,7 @@ def _plainer(s: Scenario) -> Iterator[Scenario]:
         if getattr(p, name) != getattr(plain, name):
             yield s.with_(pipeline=replace(p, **{name: getattr(plain, name)}))
     for field_name, plainest in (("path", "standalone"), ("sync", "lockstep")):
-        for i, ph in enumerate(s.phases):
+        for i, ph in enumerate(s.launches):
             if getattr(ph, field_name) != plainest:
                 yield _swap(s, i, replace(ph, **{field_name: plainest}))
     if s.persist_format != "pickle":

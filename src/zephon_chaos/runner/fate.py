@@ -88,7 +88,7 @@ def phase_fate(
     if not result.ok and not result.timed_out and run.policy.failed_by_arrival:
         return PhaseFate(Fate.LATE, survivor, found)
     checkpoints = found_in(i, run.checkpoints)
-    last = i == len(scenario.phases) - 1
+    last = i == len(scenario.launches) - 1
     if result.ok and phase.retry == "skip" and survivor is None and not last:
         return PhaseFate(Fate.SKIPPED, None, found + checkpoints)
     if not result.ok:

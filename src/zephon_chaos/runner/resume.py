@@ -157,7 +157,7 @@ def restarted_attempt(
     """
     from zephon_chaos.faults.restart import attempt_dir, latest_checkpoint, restored_from
 
-    phase, out = scenario.phases[i], Path(spec.out_dir)
+    phase, out = scenario.launches[i], Path(spec.out_dir)
     c = scenario.canonical_replicas(i)
     where = f"phase {i}"
     suffix = spec.checkpoint_path(0).suffix.lstrip(".")
@@ -246,5 +246,5 @@ def _due(scenario: Scenario, i: int) -> int:
     kept = scenario.restart_kept(i)
     if kept is None:
         return 0
-    marks = sorted({(cp.step, cp.extra) for cp in scenario.phases[i].checkpoints})
+    marks = sorted({(cp.step, cp.extra) for cp in scenario.launches[i].checkpoints})
     return marks.index((kept.step, kept.extra)) + 1

@@ -49,7 +49,7 @@ MAX_WORLDS = 2
 def reference_margin(scenario: Scenario) -> int:
     """Global steps the reference runs beyond the scenario's own, so that a checkpoint taken
     at a launch's end is still compared over :data:`VERIFY_STEPS` when resumed."""
-    return VERIFY_STEPS if any(judged_by_resuming(ph) for ph in scenario.phases) else 0
+    return VERIFY_STEPS if any(judged_by_resuming(ph) for ph in scenario.launches) else 0
 
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ def verify_run(
     verification launch, and record it in ``outcome`` (its problems, area ``verify``)."""
     i = run.index
     c = scenario.canonical_replicas(i)
-    following = scenario.phases[i + 1] if i + 1 < len(scenario.phases) else None
+    following = scenario.launches[i + 1] if i + 1 < len(scenario.launches) else None
     planned = plan(run, c, following)
     outcome.problems += list(planned.problems)
     outcome.unjudged += [(i, u) for u in planned.unjudged]

@@ -54,18 +54,18 @@ from zephon_chaos.scenario_rules.predicates import (
 
 def violations(s: Scenario) -> list[RuleBreach]:
     """Every rule ``s`` breaks, launch by launch (structure is ``Scenario.validate``'s)."""
-    out: list[RuleBreach] = [v for i in range(len(s.phases)) for v in _layout_violations(s, i)]
+    out: list[RuleBreach] = [v for i in range(len(s.launches)) for v in _layout_violations(s, i)]
     if out:  # the other rules count DP groups: they need whole ones
         return out
-    for i in range(len(s.phases)):
+    for i in range(len(s.launches)):
         out += _launch_violations(s, i)
         out += store_fault_violations(s, i)
-    last = len(s.phases) - 1
+    last = len(s.launches) - 1
     if is_finite(s.data) and cannot_run_dry(s):
         out.append(
             RuleBreach(
-                f"phases[{last}].steps",
-                f"{s.phases[last].steps} steps cannot run the finite data dry, so lanes would "
+                f"launches[{last}].steps",
+                f"{s.launches[last].steps} steps cannot run the finite data dry, so lanes would "
                 f"stop out of step; give the last launch more steps (say {RUN_DRY_STEPS})",
                 Rule.RUN_DRY,
             )
@@ -74,7 +74,7 @@ def violations(s: Scenario) -> list[RuleBreach]:
 
 
 def _launch_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     c = s.canonical_replicas(i)
     why = refusal(s, i)
     if why is not None:
@@ -101,7 +101,7 @@ def _launch_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
 
 
 def _layout_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
-    ph, where, c = s.phases[i], f"phases[{i}]", s.canonical_replicas(i)
+    ph, where, c = s.launches[i], f"launches[{i}]", s.canonical_replicas(i)
     if ph.tp < 1 or ph.world_size % ph.tp:
         yield RuleBreach(
             f"{where}.tp",
@@ -159,7 +159,7 @@ def _refused_violations(
 
 
 def _checkpoint_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     for j, cp in enumerate(ph.checkpoints):
         if not (cp.step >= 0 and cp.extra >= 0 and (cp.step, cp.extra) <= (ph.steps, 0)):
             yield RuleBreach(
@@ -168,7 +168,7 @@ def _checkpoint_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
                 Rule.CHECKPOINT_WITHIN_STEPS,
             )
             return
-    if i < len(s.phases) - 1 and not ph.rank_faults and ph.restore_point is None:
+    if i < len(s.launches) - 1 and not ph.rank_faults and ph.restore_point is None:
         yield RuleBreach(
             f"{where}.checkpoints",
             "a launch followed by another must checkpoint (the next one restores from it)",
@@ -192,7 +192,7 @@ def _checkpoint_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
 
 
 def _rank_fault_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     if ph.rank_faults and is_finite(s.data):
         yield RuleBreach(
             f"{where}.rank_faults",
@@ -238,7 +238,7 @@ def _rank_fault_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
 
 
 def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Iterator[RuleBreach]:
-    ph = s.phases[i]
+    ph = s.launches[i]
     point = rank_point(f)
     if point is None:
         yield RuleBreach(
@@ -282,7 +282,7 @@ def _rank_point_violations(s: Scenario, i: int, f: RankFault, where: str) -> Ite
 
 
 def _link_fault_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     if not ph.proxy_faults:
         if ph.retry != "none" and not any(retried(f) for f in ph.rank_faults) and not ph.lags:
             yield RuleBreach(
@@ -371,7 +371,7 @@ def _heal_violations(f: ProxyFault, where: str, point: str) -> Iterator[RuleBrea
 def _sync_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
     """``sync: free`` needs two ranks; a lag needs ``free``, a checkpoint, no other fault;
     a drift of whole intervals no agreement, and independent retry no collective save."""
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     if ph.sync == "free" and ph.world_size < 2:
         yield RuleBreach(
             f"{where}.sync",
@@ -438,7 +438,7 @@ def _sync_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
 def _child_fault_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
     """A child fault needs worker processes to kill, endless data (a rank whose data ran out
     never reaches it), ranks in lockstep, and no other fault in its launch."""
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     if not ph.child_faults:
         return
     if not own_workers(s.pipeline):

@@ -77,7 +77,7 @@ def no_store_fault(s: Scenario, i: int) -> NoRound | NoHostedStore | None:
 def store_fault_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
     """The hosted-store fault and restart rules of launch ``i``."""
 
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     if refusal(s, i) is not None:
         if ph.store_faults:
             yield RuleBreach(
@@ -140,7 +140,7 @@ def store_fault_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
 
 
 def _restart_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     if ph.max_restarts < 0:
         yield RuleBreach(f"{where}.max_restarts", "must be 0 or more", Rule.RESTARTS_NONNEGATIVE)
     if ph.max_restarts <= 0:
@@ -175,7 +175,7 @@ def _restart_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
         yield RuleBreach(
             f"{where}.max_restarts", "restarts are checked on one host", Rule.RESTARTS_ONE_HOST
         )
-    if i < len(s.phases) - 1 and ph.restore_point is None:
+    if i < len(s.launches) - 1 and ph.restore_point is None:
         yield RuleBreach(
             f"{where}.checkpoints",
             "a restarted launch followed by another must checkpoint (attempt 1 hands it on)",
@@ -188,7 +188,7 @@ def normalised_store_faults(s: Scenario, i: int, ph: Launch) -> Launch:
     fault and restarts made to obey the rules above."""
     if refusal(s, i) is not None or ph.expect_failure:
         return replace(ph, store_faults=(), max_restarts=0)
-    here = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
+    here = s.with_(launches=(*s.launches[:i], ph, *s.launches[i + 1 :]))
     restarts = max(0, ph.max_restarts) if ph.rank_faults and ph.hosts == 1 else 0
     if restarts:
         faults = tuple(
@@ -200,7 +200,7 @@ def normalised_store_faults(s: Scenario, i: int, ph: Launch) -> Launch:
         ph = replace(ph, rank_faults=faults or ph.rank_faults, max_restarts=restarts)
         if restarts:
             ph = replace(ph, lags=())
-        if faults and i < len(s.phases) - 1 and not ph.checkpoints:
+        if faults and i < len(s.launches) - 1 and not ph.checkpoints:
             ph = replace(ph, checkpoints=(CheckpointAt(ph.steps),))
     else:
         ph = replace(ph, max_restarts=0)

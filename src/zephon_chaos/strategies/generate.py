@@ -334,8 +334,8 @@ def healed(draw: st.DrawFn, scenario: Scenario, max_phases: int) -> Scenario:
     a launch while shrinking leaves every other's draw in place, and each shrinks to ``never``.
     Normalising then keeps an end only where the rules allow one (at a round point). A fault
     an aim gave an end keeps it (the draw is still made)."""
-    count = max(max_phases, len(scenario.phases))  # an aim may lay out two launches from one
-    ends = [draw(LINK_HEAL_DRAW) for _ in range(count)][-len(scenario.phases) :]
+    count = max(max_phases, len(scenario.launches))  # an aim may lay out two launches from one
+    ends = [draw(LINK_HEAL_DRAW) for _ in range(count)][-len(scenario.launches) :]
     phases = tuple(
         replace(
             ph,
@@ -344,9 +344,9 @@ def healed(draw: st.DrawFn, scenario: Scenario, max_phases: int) -> Scenario:
                 for f in ph.proxy_faults
             ),
         )
-        for ph, until in zip(scenario.phases, ends, strict=True)
+        for ph, until in zip(scenario.launches, ends, strict=True)
     )
-    return scenario.with_(phases=phases)
+    return scenario.with_(launches=phases)
 
 
 def settled(scenario: Scenario) -> Scenario:
@@ -426,7 +426,7 @@ def scenarios(
     scenario = Scenario(
         data=data,
         pipeline=pipeline,
-        phases=tuple(drawn),
+        launches=tuple(drawn),
         persist_format=persist_format,
         deployment=deployment,
         plant=plant,
@@ -441,7 +441,7 @@ def scenarios(
     # rounds in seconds, and a lagged round waits out its budget: all take the short one.
     if any(
         ph.proxy_faults or ph.store_faults or ph.lags or any(f.at_round for f in ph.rank_faults)
-        for ph in scenario.phases
+        for ph in scenario.launches
     ):
         scenario = scenario.with_(
             pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)

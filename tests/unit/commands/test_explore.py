@@ -30,7 +30,7 @@ VIOLATION = "refusal.accepted.no-resume.no-resume"
 def explored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ExploreResult:
     """``explore`` returns this result without running anything."""
     result = ExploreResult(tmp_path / "r", 10.0, "inproc", 1, 2, None)
-    scenario = Scenario(phases=(Launch(1, 1),))
+    scenario = Scenario(launches=(Launch(1, 1),))
     result.findings = [
         Finding(VIOLATION, "inproc", scenario, "", 1.0, label=FindingLabel.REPRODUCIBLE)
     ]

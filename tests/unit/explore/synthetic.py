@@ -99,7 +99,7 @@ def launch(
 
 def scenario(*phases: Launch) -> Scenario:
     return Scenario(
-        pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=T), phases=phases
+        pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=T), launches=phases
     )
 
 

@@ -39,7 +39,7 @@ def test_a_small_in_process_run_reports_lines_branches_and_unreached_functions(
 ) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Launch(2, 2, (CheckpointAt(1),)),),
+        launches=(Launch(2, 2, (CheckpointAt(1),)),),
     )
     code.arm()
     assert code.running  # the first scenario of an armed round is measured

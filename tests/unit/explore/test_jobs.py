@@ -119,7 +119,7 @@ REPRODUCIBLE, FLAKY = FindingLabel.REPRODUCIBLE, FindingLabel.FLAKY
 def _scenario(launches: int) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=tuple(
+        launches=tuple(
             Launch(1, 1, (CheckpointAt(0, 1),) if i < launches - 1 else ()) for i in range(launches)
         ),
     )
@@ -222,7 +222,7 @@ def test_a_merged_finding_keeps_the_smallest_scenario_its_files_and_evidence(
     result = jobs.merged_result(merged, report, budget_s=60.0, elapsed_s=61.0, max_world=2)
     (finding,) = result.findings
     assert (finding.seen, finding.label) == (2, REPRODUCIBLE)
-    assert finding.scenario.phases == _scenario(1).phases  # shard 1's: one launch
+    assert finding.scenario.launches == _scenario(1).launches  # shard 1's: one launch
     assert finding.report == f"evidence of {VIOLATION}"
     assert {p.suffix for p in finding.files} >= {".json", ".txt"}
     assert all(p.parent == report / "findings" for p in finding.files)

@@ -27,7 +27,7 @@ LABELS = {
 
 
 def finding(sig: str) -> Finding:
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Launch(1, 1),))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(1, 1),))
     made = Finding(sig, "inproc", scenario, f"evidence of {sig}", 1.0, label=LABELS[sig])
     if made.label is FindingLabel.FLAKY:
         made.reruns = ["passed", sig]

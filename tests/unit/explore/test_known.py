@@ -24,19 +24,19 @@ KNOWN_ZERO_CID = f"known.{STRING_KEY_ZERO_CID_RESTORE.id}"
 
 JSON_CODEC_AT_STEP_0 = Scenario(
     pipeline=PipelineSpec(canonical_replicas=2, aggregate_serializer="json"),
-    phases=(Launch(2, 1, (CheckpointAt(0),)), Launch(2, 1)),
+    launches=(Launch(2, 1, (CheckpointAt(0),)), Launch(2, 1)),
 )
 """The round over two ranks goes through the json codec: the merged checkpoint's keys come
 back as strings, while no lane has drawn a chunk."""
 PLAIN_JSON_AT_STEP_0 = Scenario(
     pipeline=PipelineSpec(canonical_replicas=2),
-    phases=(Launch(1, 1, (CheckpointAt(0),)), Launch(1, 1)),
+    launches=(Launch(1, 1, (CheckpointAt(0),)), Launch(1, 1)),
     persist_format="plain_json",
 )
 
 PLAIN_JSON_LINK_FAULTED = Scenario(
     pipeline=PipelineSpec(canonical_replicas=3, mapping="interleaved", aggregate_timeout_s=2.0),
-    phases=(
+    launches=(
         Launch(1, 1, (CheckpointAt(0),)),
         Launch(
             2, 2, (CheckpointAt(2),), proxy_faults=(ProxyFault(0, "latency", {"latency": 200}),)
@@ -375,14 +375,14 @@ def _ended(mtp: bool, data: DataSpec, error: str, in_next: bool) -> ScenarioOutc
     scenario = Scenario(
         data=data,
         pipeline=PipelineSpec(canonical_replicas=4, runner="process", mtp_mode=mtp),
-        phases=(Launch(3, 4),),
+        launches=(Launch(3, 4),),
     )
     record = RankRecord(rank=2)
     where = {"fetch_at": 1.0} if in_next else {}
     record.events.append({"kind": "error", "error": error, **where})
     spec = SimpleNamespace(restore_from=None)
     records = [RankRecord(rank=0), record]
-    run = SimpleNamespace(index=0, phase=scenario.phases[0], spec=spec, records=records)
+    run = SimpleNamespace(index=0, phase=scenario.launches[0], spec=spec, records=records)
     problem = Problem(Area.LAUNCH, "RuntimeError", "phase 0 failed", phase=0, rank=2)
     return ScenarioOutcome(scenario, None, phases=[run], problems=[problem])  # type: ignore[list-item]
 

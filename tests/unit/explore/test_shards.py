@@ -166,7 +166,7 @@ class Judging(ScenarioRunner):
 
 
 def _mid_window(s: Scenario) -> bool:
-    return any(c.extra for ph in s.phases for c in ph.checkpoints)
+    return any(c.extra for ph in s.launches for c in ph.checkpoints)
 
 
 def _judged_explorer(
@@ -284,7 +284,7 @@ def test_the_round_view_keeps_only_what_it_is_told_to(tmp_path: Path) -> None:
 def _scenario(world_sizes: tuple[int, ...], steps: int = 1) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=tuple(
+        launches=tuple(
             Launch(g, steps, (CheckpointAt(0, 1),) if i < len(world_sizes) - 1 else ())
             for i, g in enumerate(world_sizes)
         ),
@@ -356,7 +356,7 @@ def test_shard_reports_merge_into_one(tmp_path: Path, capsys: pytest.CaptureFixt
     a = by_sig[SIG_A]
     assert (a.seen, a.first_seen_s, a.shard) == (5, 5.0, "2/3")  # smallest kept, earliest sighting
     assert a.label == "reproducible" and a.labels == {"1/3": "reproducible", "2/3": "flaky"}
-    assert Scenario.load(out / a.scenario_file).phases == small.phases
+    assert Scenario.load(out / a.scenario_file).launches == small.launches
     assert (out / "findings" / f"{SIG_A}.txt").read_text() == f"evidence of {SIG_A} on 2/3\n"
     assert by_sig[SIG_B].label == "flaky"
     assert merged.tiers["inproc"].scenarios == 20 and merged.tiers["inproc"].search_s == 30.0

@@ -193,7 +193,7 @@ def test_generated_scenarios_land_only_on_reachable_declared_cells(data: st.Data
 def two_launches() -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Launch(1, 2, (CheckpointAt(1),)), Launch(2, 1)),
+        launches=(Launch(1, 2, (CheckpointAt(1),)), Launch(2, 1)),
     )
 
 

@@ -22,7 +22,7 @@ def test_free_running_and_lags_are_holes_in_process_with_their_reason() -> None:
 def test_a_lagged_launch_lands_on_its_sync_and_lag_cells() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
+        launches=(
             Launch(2, 2, (CheckpointAt(1), CheckpointAt(2)), sync="free", lags=(RankLag(1),),
                   retry="skip"),
             Launch(2, 1),
@@ -40,7 +40,7 @@ def test_a_drift_lands_on_its_cell_and_beside_an_agreement_is_a_hole() -> None:
     assert torchrun.why_not(cell(Dim.LAG, "follower", "independent")) is None
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
+        launches=(
             Launch(
                 2,
                 3,

@@ -21,7 +21,7 @@ def result(tmp_path: Path) -> ExploreResult:
         "inproc": TierStats("inproc", scenarios=120, seconds=300.0, new_scenarios=100),
         "torchrun": TierStats("torchrun", scenarios=9, seconds=270.0, refused=2),
     }
-    scenario = Scenario(phases=(Launch(1, 1),))
+    scenario = Scenario(launches=(Launch(1, 1),))
     made.findings = [
         Finding(VIOLATION, "torchrun", scenario, "", 3.0, label=FindingLabel.REPRODUCIBLE),
         Finding(KNOWN, "inproc", scenario, "", 1.0, label=FindingLabel.REPRODUCIBLE),

@@ -20,7 +20,7 @@ from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 SCENARIO = Scenario(
     pipeline=PipelineSpec(canonical_replicas=4),
-    phases=(
+    launches=(
         Launch(4, 2, (CheckpointAt(1, 1),), tp=2),  # 2 x 2, mid-window
         Launch(2, 2, (CheckpointAt(1),), tp=2),  # 1 x 2: DP changes, TP fixed
         Launch(2, 2, (CheckpointAt(1),)),  # 2 x 1: both change
@@ -75,7 +75,7 @@ def test_threads_resume_across_every_layout_change(tmp_path: Path, no_rank_threa
 def test_a_divergence_inside_a_dp_group_fails_the_scenario_with_its_signature(
     tmp_path: Path, no_rank_threads_left
 ) -> None:
-    scenario = SCENARIO.with_(phases=SCENARIO.phases[:2])
+    scenario = SCENARIO.with_(launches=SCENARIO.launches[:2])
     with _runner(tmp_path, _SkippingPeer(tmpdir=tmp_path / "tmp")) as runner:
         outcome = runner.run(scenario)
     assert outcome.verdict is not None and outcome.verdict.ok  # rank 0's streams are intact

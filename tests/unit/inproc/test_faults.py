@@ -42,7 +42,7 @@ class Case:
             pipeline=PipelineSpec(
                 canonical_replicas=2, aggregation=aggregation, aggregate_timeout_s=2.0
             ),
-            phases=(
+            launches=(
                 Launch(
                     2,
                     3,
@@ -117,6 +117,6 @@ def test_a_stalling_link_is_refused_in_process_naming_the_field() -> None:
     """A thread blocked in the C++ store client on a stalled link ends only at the deadline."""
     stalled = Case(ProxyFault(1, "timeout", {"timeout": 0}, at="shard"), ()).scenario("store")
     reason = inproc_refusal(stalled)
-    assert reason is not None and reason.startswith("scenario.phases[0].proxy_faults[0].toxic")
+    assert reason is not None and reason.startswith("scenario.launches[0].proxy_faults[0].toxic")
     assert "--tier torchrun" in reason
     assert issubclass(TierRefusal, ValueError)

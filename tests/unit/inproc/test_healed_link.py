@@ -42,7 +42,7 @@ def healed(fault: ProxyFault) -> Scenario:
     return Scenario(
         data=DataSpec(sources=(SourceSpec("a", (20, 20)),), chunk_size=4),
         pipeline=PipelineSpec(canonical_replicas=2, aggregation="store", aggregate_timeout_s=2.0),
-        phases=(
+        launches=(
             Launch(
                 2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,), retry="lockstep"
             ),

@@ -45,7 +45,7 @@ def _relaunch_after_a_dead_round(deployment: Deployment) -> Scenario:
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=2.0
         ),
-        phases=(
+        launches=(
             Launch(2, 2, (CheckpointAt(1),)),
             Launch(2, 3, (CheckpointAt(1),), proxy_faults=(reset,)),
             Launch(2, 2, (CheckpointAt(1),)),

@@ -195,7 +195,7 @@ def test_warm_and_cli_launches_give_identical_records_and_verdicts(
     scenario = Scenario(
         data=DataSpec(),
         pipeline=PipelineSpec(canonical_replicas=6),
-        phases=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
+        launches=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
         name="warm-vs-cli",
     )
     launchers = {"cli": torchrun_group.run_spec, "warm": warm_launch}

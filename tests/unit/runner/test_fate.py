@@ -44,7 +44,7 @@ TWO = Launch(2, 2, (CheckpointAt(1), CheckpointAt(2)))
 
 
 def scenario(*phases: Launch) -> Scenario:
-    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=phases)
+    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=phases)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ def judged_reference(
 ) -> ScenarioOutcome:
     """A 2-rank scenario whose reference launch ``launcher`` fails: nothing else ran, and the
     failure is judged as the harness's (``harness``) or as a problem in ``area``."""
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Launch(2, 2),))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(2, 2),))
     outcome = ScenarioRunner(tmp_path / "runs", launcher=launcher).run(scenario)
     assert not outcome.ok and outcome.phases == []
     assert [h.gap for h in outcome.harness_problems] == ([harness] if harness else [])

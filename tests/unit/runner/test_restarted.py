@@ -27,7 +27,7 @@ def judged(tmp_path: Path, attempts: int) -> tuple[ScenarioOutcome, object]:
     fault = RankFault(1, 0, "exit", restart=0)
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Launch(2, 2, rank_faults=(fault,), max_restarts=attempts - 1),),
+        launches=(Launch(2, 2, rank_faults=(fault,), max_restarts=attempts - 1),),
     ).validate()
     out = tmp_path / "phase0"
     for attempt in range(attempts):

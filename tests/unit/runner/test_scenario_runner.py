@@ -49,7 +49,7 @@ class Launches:
 
 
 SCENARIO = Scenario(
-    pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=2.0), phases=(Launch(2, 1),)
+    pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=2.0), launches=(Launch(2, 1),)
 )
 
 

@@ -79,7 +79,7 @@ def test_only_ranks_that_retry_alone_beside_a_lag_are_judged_by_resuming(
     phase: Launch, judged: bool
 ) -> None:
     assert judged_by_resuming(phase) is judged
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(phase,))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(phase,))
     assert reference_margin(scenario) == (VERIFY_STEPS if judged else 0)
 
 
@@ -179,7 +179,7 @@ def test_the_runner_records_each_verification_launch_and_its_verdict(tmp_path: P
     records, so each group 'ran' nothing: each verdict then finds the lanes short)."""
     run = phase_run(tmp_path, drifted_records())
     persisted(run, (1, 0), (2, 0), (0, 1), (1, 1))
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(DRIFTED,))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(DRIFTED,))
     outcome = ScenarioOutcome(scenario, None)
     launched: list[tuple[str, int, str | None]] = []
 

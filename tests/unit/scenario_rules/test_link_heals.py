@@ -19,7 +19,7 @@ HEALED = ProxyFault(1, "reset_peer", {"timeout": 0}, at="shard", until=ROUND_END
 def launch(fault: ProxyFault) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
+        launches=(
             Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
             Launch(2, 2),
         ),
@@ -28,7 +28,7 @@ def launch(fault: ProxyFault) -> Scenario:
 
 def test_a_down_or_reset_at_a_round_point_may_heal() -> None:
     for fault in (HEALED, replace(HEALED, toxic="down", attributes={})):
-        assert launch(fault).validate().phases[0].proxy_faults == (fault,)
+        assert launch(fault).validate().launches[0].proxy_faults == (fault,)
 
 
 @pytest.mark.parametrize(
@@ -55,12 +55,12 @@ def test_a_heal_that_cannot_hold_is_refused_naming_its_rule(fault: ProxyFault, r
     ],
 )
 def test_normalising_keeps_the_fault_and_drops_a_heal_it_cannot_have(fault: ProxyFault) -> None:
-    (kept,) = normalised(launch(fault)).phases[0].proxy_faults
+    (kept,) = normalised(launch(fault)).launches[0].proxy_faults
     assert kept == replace(fault, until=NEVER)
 
 
 def test_a_reset_at_start_moved_to_the_first_round_keeps_its_heal() -> None:
-    (kept,) = normalised(launch(replace(HEALED, rank=0, at="start"))).phases[0].proxy_faults
+    (kept,) = normalised(launch(replace(HEALED, rank=0, at="start"))).launches[0].proxy_faults
     assert (kept.at, kept.until) == ("announce", ROUND_END)
 
 
@@ -71,8 +71,8 @@ def test_a_file_written_before_heals_loads_with_every_fault_to_the_end(version: 
     if version == 1:
         raw.pop("deployment")
     loaded = Scenario.from_json(json.dumps(raw))
-    assert loaded.phases[0].proxy_faults[0].until == NEVER
-    assert asdict(loaded.phases[0].proxy_faults[0]) == {**asdict(HEALED), "until": NEVER}
+    assert loaded.launches[0].proxy_faults[0].until == NEVER
+    assert asdict(loaded.launches[0].proxy_faults[0]) == {**asdict(HEALED), "until": NEVER}
 
 
 def test_a_heal_round_trips() -> None:

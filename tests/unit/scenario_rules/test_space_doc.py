@@ -89,7 +89,7 @@ def _store_pair(
     harness's), the first faulted by ``first``."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=4, runner=runner, aggregation=aggregation),  # type: ignore[arg-type]
-        phases=(Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), **first), Launch(2, 2)),  # type: ignore[arg-type]
+        launches=(Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), **first), Launch(2, 2)),  # type: ignore[arg-type]
         persist_format=persist,
     )
 
@@ -108,7 +108,7 @@ REFUSED = {
     "lag-tp-peers": _store_pair(sync="free", lags=(RankLag(1),), retry="independent", tp=2),
     "link-fault-one-rank": Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
-        phases=(Launch(1, 2, (CheckpointAt(1),), proxy_faults=(LINK,)),),
+        launches=(Launch(1, 2, (CheckpointAt(1),), proxy_faults=(LINK,)),),
     ),
 }
 
