@@ -28,7 +28,7 @@ from pathlib import Path
 
 from zephon_chaos.explore.codecov import MEASURE_EVERY
 from zephon_chaos.runner import ScenarioRunner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec
 
 TARGETS = {"inproc": 60.0, "torchrun": 4.0, "torchrun-warm": 4.0}
@@ -38,7 +38,7 @@ def resize_2_to_3(seed: int) -> Scenario:
     return Scenario(
         data=DataSpec(seed=seed),
         pipeline=PipelineSpec(canonical_replicas=6),
-        phases=(Phase(2, 3, (CheckpointAt(2),)), Phase(3, 2)),
+        launches=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
         name=f"bench-2to3-{seed}",
     )
 

@@ -24,7 +24,7 @@ from zephon_chaos.bench.machine import load_note
 from zephon_chaos.explore.config import WORKER_PROCESS_FACTOR
 from zephon_chaos.explore.known import HANG_SIGNATURES, explaining
 from zephon_chaos.runner import ScenarioRunner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import normalised
 from zephon_chaos.workload.spec import CheckpointAt, ChildFault, DataSpec, PipelineSpec, SourceSpec
 
@@ -37,9 +37,9 @@ def killed_workers(at_step: int) -> Scenario:
     scenario = Scenario(
         data=DataSpec(sources=(SourceSpec("a", shards=(40, 40, 40, 40), exhausted="repeat"),)),
         pipeline=PipelineSpec(canonical_replicas=4, runner="process"),
-        phases=(
-            Phase(2, 5, (CheckpointAt(5),), child_faults=(ChildFault(1, at_step),)),
-            Phase(1, 3),
+        launches=(
+            Launch(2, 5, (CheckpointAt(5),), child_faults=(ChildFault(1, at_step),)),
+            Launch(1, 3),
         ),
         name=f"workers-killed-at-{at_step}",
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from zephon_chaos.dimensions.settings import WORKER_PROCESS_COST, setting_of
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import STALLING_TOXICS, laid_out_tp
 from zephon_chaos.workload.spec import (
     AT_STEP,
@@ -150,7 +150,7 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
     if aim.kind is AimKind.SETTING:
         setting = setting_of(aim.action)
         s = setting.put(scenario, setting.value_of(aim.point))
-        return s.with_(phases=s.phases[:SETTING_LAUNCHES])
+        return s.with_(launches=s.launches[:SETTING_LAUNCHES])
     if aim.kind is AimKind.LAYOUT:
         return _relaid(scenario, aim.action, draws)
     if aim.kind is AimKind.CHILD:
@@ -175,11 +175,11 @@ def aimed(scenario: Scenario, i: int, aim: Aim, draws: Draws) -> Scenario:
         fmt = REPLACEMENT_FORMAT
     s = scenario.with_(pipeline=pipeline, data=data, persist_format=fmt)
     phase = _aimed_launch(s, i, aim, draws)
-    return s.with_(phases=(*s.phases[:i], phase, *s.phases[i + 1 :]))
+    return s.with_(launches=(*s.launches[:i], phase, *s.launches[i + 1 :]))
 
 
-def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Phase:
-    ph = _accepted(s.phases[i], s.canonical_replicas(i))
+def _aimed_launch(s: Scenario, i: int, aim: Aim, draws: Draws) -> Launch:
+    ph = _accepted(s.launches[i], s.canonical_replicas(i))
     steps = max(1, ph.steps)
     checkpoints = tuple(cp for cp in ph.checkpoints if i == 0 or cp.step > 0)
     if not checkpoints:
@@ -230,7 +230,7 @@ def _child_aimed(s: Scenario, aim: Aim, draws: Draws) -> Scenario:
     data = replace(
         s.data, sources=tuple(replace(src, exhausted="repeat") for src in s.data.sources)
     )
-    ph = _accepted(s.phases[0], s.pipeline.canonical_replicas)
+    ph = _accepted(s.launches[0], s.pipeline.canonical_replicas)
     last = aim.point == CHILD_POINTS[1]
     steps = max(1 if last else 2, ph.steps)
     at_step = steps if last else 1 + draws.rank % (steps - 1)
@@ -238,9 +238,9 @@ def _child_aimed(s: Scenario, aim: Aim, draws: Draws) -> Scenario:
     first = replace(ph.unfaulted(), steps=steps, sync="lockstep", child_faults=(fault,))
     # A relaunch over endless data runs as long as it was drawn (over finite data: until the
     # data ran out, 10,000 steps): the steps of a plain draw keep it short.
-    later = tuple(replace(p, steps=min(p.steps, CHILD_RELAUNCH_STEPS)) for p in s.phases[1:])
+    later = tuple(replace(p, steps=min(p.steps, CHILD_RELAUNCH_STEPS)) for p in s.launches[1:])
     phases = (first, *later[: SETTING_LAUNCHES - 1])
-    return s.with_(pipeline=pipeline, data=data, phases=phases)
+    return s.with_(pipeline=pipeline, data=data, launches=phases)
 
 
 def _relaid(s: Scenario, change: str, draws: Draws) -> Scenario:
@@ -251,7 +251,7 @@ def _relaid(s: Scenario, change: str, draws: Draws) -> Scenario:
     before, after = reversed(pair) if draws.rank % 2 else pair
     c = s.pipeline.canonical_replicas
     pipeline = replace(s.pipeline, canonical_replicas=c if c % 2 == 0 else 2 * c)
-    first, second = s.phases[0], s.phases[1] if len(s.phases) > 1 else s.phases[0]
+    first, second = s.launches[0], s.launches[1] if len(s.launches) > 1 else s.launches[0]
     steps = max(1, first.steps)
     launches = (
         replace(first, steps=steps, checkpoints=first.checkpoints or (CheckpointAt(steps),)),
@@ -270,7 +270,7 @@ def _relaid(s: Scenario, change: str, draws: Draws) -> Scenario:
         )
         for ph, (dp, tp) in zip(launches, (before, after), strict=True)
     )
-    return s.with_(pipeline=pipeline, phases=laid)
+    return s.with_(pipeline=pipeline, launches=laid)
 
 
 def link_attributes(toxic: str, latency_ms: int) -> dict[str, int]:
@@ -281,7 +281,7 @@ def link_attributes(toxic: str, latency_ms: int) -> dict[str, int]:
     return {"timeout": 0} if toxic in ("reset_peer", "timeout") else {}
 
 
-def _accepted(ph: Phase, c: int) -> Phase:
+def _accepted(ph: Launch, c: int) -> Launch:
     """``ph`` with two ranks or more and no more DP groups than C (Zephon accepts it)."""
     world = max(2, ph.world_size)
     tp = laid_out_tp(world, ph.tp, c)

@@ -30,16 +30,16 @@ from zephon_chaos.fixtures.chaos import chaos, store_proxy  # noqa: F401
 from zephon_chaos.fixtures.gpu import cuda_devices, gpu_world  # noqa: F401
 from zephon_chaos.fixtures.gpu import gate as gpu_gate
 from zephon_chaos.fixtures.groups import chaos_tmp_root, torchrun_group  # noqa: F401
+from zephon_chaos.fixtures.hosts import chaos_hosts, multinode_resume_check  # noqa: F401
 from zephon_chaos.fixtures.hygiene import chaos_hygiene, chaos_registry  # noqa: F401
-from zephon_chaos.fixtures.netns import chaos_hosts, multinode_resume_check  # noqa: F401
-from zephon_chaos.fixtures.proxy import echo_server, toxiproxy, toxiproxy_server  # noqa: F401
-from zephon_chaos.fixtures.recipe import recipe_run  # noqa: F401
-from zephon_chaos.fixtures.resume import (  # noqa: F401
+from zephon_chaos.fixtures.recipe_run import recipe_run  # noqa: F401
+from zephon_chaos.fixtures.resume_check import (  # noqa: F401
     chaos_reference_cache,
     resume_check,
     zephon_dataset,
 )
-from zephon_chaos.fixtures.warm import chaos_warm_lane, chaos_warm_server  # noqa: F401
+from zephon_chaos.fixtures.toxiproxy import echo_server, toxiproxy, toxiproxy_server  # noqa: F401
+from zephon_chaos.fixtures.warm_lane import chaos_warm_lane, chaos_warm_server  # noqa: F401
 from zephon_chaos.gpu_summary import write_summary as write_gpu_summary
 from zephon_chaos.hygiene import session as chaos_session
 
@@ -130,7 +130,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_zephon_chaos_make_launcher(request: pytest.FixtureRequest, groups):  # type: ignore[no-untyped-def]
     """This plugin's launcher: the lane ``--chaos-launch`` names (``newhooks``)."""
     if request.config.getoption("--chaos-launch", default="cli") == "warm":
-        from zephon_chaos.fixtures.warm import warm_launcher_for
+        from zephon_chaos.fixtures.warm_lane import warm_launcher_for
 
         return warm_launcher_for(request, groups)
     return groups.run_spec

@@ -51,7 +51,7 @@ class Area(StrEnum):
         return list(Area).index(self)
 
 
-class Kind(StrEnum):
+class ProblemKind(StrEnum):
     """The problem within its area. A launch's kind is also the error type that failed it."""
 
     # launch, reference
@@ -110,14 +110,14 @@ class Kind(StrEnum):
 
 
 BATCH_KINDS = (
-    Kind.MISSING,
-    Kind.DUPLICATED,
-    Kind.LANE_COUNT,
-    Kind.UNKNOWN_LANES,
-    Kind.WINDOW,
-    Kind.DIVERGENT,
-    Kind.TRAINER_STEP_DIVERGED,
-    Kind.RANK_SEQUENCE_DIVERGED,
+    ProblemKind.MISSING,
+    ProblemKind.DUPLICATED,
+    ProblemKind.LANE_COUNT,
+    ProblemKind.UNKNOWN_LANES,
+    ProblemKind.WINDOW,
+    ProblemKind.DIVERGENT,
+    ProblemKind.TRAINER_STEP_DIVERGED,
+    ProblemKind.RANK_SEQUENCE_DIVERGED,
 )
 """The global-batch oracle's kinds, the first present naming a violation of the contract: a
 trainer step on other samples outranks draws that are only in another order."""
@@ -125,9 +125,10 @@ trainer step on other samples outranks draws that are only in another order."""
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem. ``kind`` is a :class:`Kind`, or for a launch the error type that failed it
-    (``RuntimeError``); ``phase``, ``checkpoint`` and ``rank`` say where, when known. A faulted
-    launch's evidence stays with its fault (``PhaseRun.fault``), told once per launch."""
+    """One problem. ``kind`` is a :class:`ProblemKind`, or for a launch the error type that
+    failed it (``RuntimeError``); ``phase``, ``checkpoint`` and ``rank`` say where, when known.
+    A faulted launch's evidence stays with its fault (``PhaseRun.fault``), told once per
+    launch."""
 
     area: Area
     kind: str

@@ -1,8 +1,8 @@
-"""The scenario model: one run of data, lanes and phases (each a launch), with its faults.
+"""The scenario model: one run of data and lanes over one launch or more, with its faults.
 
 Versioned and JSON round-trippable: a scenario found by the explorer is saved as a file that
 ``zephon-chaos replay`` runs again, as it was found (:class:`Found`: the tier, the launch
-lane and the signature). Phase ``i > 0`` restores from the last checkpoint phase ``i - 1``
+lane and the signature). Launch ``i > 0`` restores from the last checkpoint launch ``i - 1``
 took; the reference is one uninterrupted run of the same data and lanes.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from zephon_chaos.deployment import BEFORE_VERSION_2, DOWNSTREAM, Deployment, RunIdPolicy
 from zephon_chaos.lanes import lanes_of
-from zephon_chaos.launch.spec import LAUNCH_LANES, LAUNCH_PATHS, LaunchLane, LaunchPath
+from zephon_chaos.launch.launch_spec import LAUNCH_LANES, LAUNCH_PATHS, LaunchLane, LaunchPath
 from zephon_chaos.scenario_rules import STORE_ACTIONS as STORE_ACTIONS  # re-exported
 from zephon_chaos.scenario_rules import Refusal, Rule, rank_point, violations
 from zephon_chaos.workload.spec import (
@@ -39,8 +39,11 @@ from zephon_chaos.workload.spec import (
     from_dict,
 )
 
-SCENARIO_VERSION = 3
-"""3: a link fault may heal (``ProxyFault.until``); a file of version 1 or 2 has none that
+SCENARIO_VERSION = 4
+"""4: the launches are ``launches`` (:attr:`Scenario.launches`) and each names its launch path
+``path`` (:attr:`Launch.path`); a file of version 1 to 3 calls them ``phases`` and it
+``launch``, and loads as such.
+3: a link fault may heal (``ProxyFault.until``); a file of version 1 or 2 has none that
 does, and loads with every ``until`` ``never``. 2: the deployment (``deployment.Deployment``)
 is part of the scenario, and ``found`` (:class:`Found`) says how a finding was found. A file
 of version 1 ran under ``deployment.BEFORE_VERSION_2`` and its ``run_id_policy``, has no
@@ -106,18 +109,25 @@ class Found:
     tier: str
     """``inproc`` or ``torchrun`` (:data:`TIERS`)."""
     launch: LaunchLane
-    """The launch lane of the torchrun tier (``launch.spec.LAUNCH_LANES``) the exploration
+    """The launch lane of the torchrun tier (``launch.launch_spec.LAUNCH_LANES``) the exploration
     ran with: the lane its torchrun runs and confirmations used."""
     signature: str
     """What it failed with, the finding's signature (``explore.signature``)."""
 
 
 @dataclass(frozen=True)
-class Phase:
+class Launch:
+    """One launch of the scenario: ``world_size`` ranks run ``steps`` global steps, take
+    ``checkpoints`` and meet their faults; a launch after the first restores the last
+    checkpoint the one before it handed on."""
+
     world_size: int
     steps: int
     checkpoints: tuple[CheckpointAt, ...] = ()
-    launch: LaunchPath = "standalone"
+    path: LaunchPath = "standalone"
+    """How torchrun starts the group (``launch.launch_spec.LAUNCH_PATHS``): ``standalone``, or a
+    rendezvous of the ``static`` or ``c10d`` kind. A file before version 4 calls it
+    ``launch``."""
     rank_faults: tuple[RankFault, ...] = ()
     proxy_faults: tuple[ProxyFault, ...] = ()
     store_faults: tuple[StoreFault, ...] = ()
@@ -145,7 +155,7 @@ class Phase:
     a rank that calls a checkpoint only once a peer's call of it has ended."""
     hosts: int = 1
     """> 1: the ranks spread evenly over that many hosts, each a network namespace with an
-    agent of its own (``launch.netns``, needs root); with ``launch`` c10d or static."""
+    agent of its own (``launch.netns``, needs root); with ``path`` c10d or static."""
     tp: int = 1
     """Tensor-parallel ranks per data-parallel group: the launch is ``world_size / tp`` DP
     groups of ``tp`` ranks each (rank r in group ``r // tp``) that read the same lanes, as
@@ -156,7 +166,7 @@ class Phase:
         """Data-parallel groups of the launch (Zephon's ``dp_degree``); lanes are theirs."""
         return self.world_size // max(1, self.tp)
 
-    def unfaulted(self) -> Phase:
+    def unfaulted(self) -> Launch:
         """This launch with no fault of any kind, no restart and no retry policy."""
         return replace(
             self,
@@ -171,7 +181,7 @@ class Phase:
 
     @property
     def restore_point(self) -> CheckpointAt | None:
-        """The checkpoint the next phase restores from: the last one this phase takes."""
+        """The checkpoint the next launch restores from: the last one this launch takes."""
         return max(self.checkpoints, key=lambda c: (c.step, c.extra)) if self.checkpoints else None
 
 
@@ -179,7 +189,7 @@ class Phase:
 class Scenario:
     data: DataSpec = field(default_factory=DataSpec)
     pipeline: PipelineSpec = field(default_factory=PipelineSpec)
-    phases: tuple[Phase, ...] = ()
+    launches: tuple[Launch, ...] = ()
     persist_format: str = "pickle"
     deployment: Deployment = DOWNSTREAM
     """What outlives a launch and who touches it between launches (``deployment``)."""
@@ -257,9 +267,9 @@ class Scenario:
         )
         if bad := self.data.stages.invalid():
             _check(False, f"data.stages.{bad[0]}", bad[1], Rule(bad[2]))
-        _check(bool(self.phases), "phases", "needs at least one phase", r.PHASES_NONEMPTY)
-        for i, ph in enumerate(self.phases):
-            where = f"phases[{i}]"
+        _check(bool(self.launches), "launches", "needs at least one launch", r.PHASES_NONEMPTY)
+        for i, ph in enumerate(self.launches):
+            where = f"launches[{i}]"
             _check(
                 ph.world_size >= 1,
                 f"{where}.world_size",
@@ -268,8 +278,8 @@ class Scenario:
             )
             _check(ph.steps >= 0, f"{where}.steps", "must be non-negative", r.STEPS_NONNEGATIVE)
             _check(
-                ph.launch in LAUNCH_PATHS,
-                f"{where}.launch",
+                ph.path in LAUNCH_PATHS,
+                f"{where}.path",
                 f"one of {LAUNCH_PATHS}",
                 r.LAUNCH_PATH_KNOWN,
             )
@@ -277,9 +287,9 @@ class Scenario:
             _check(ph.sync in SYNCS, f"{where}.sync", f"one of {SYNCS}", r.SYNC_KNOWN)
             _check(
                 ph.hosts == 1
-                or (ph.hosts > 1 and ph.launch != "standalone" and ph.world_size % ph.hosts == 0),
+                or (ph.hosts > 1 and ph.path != "standalone" and ph.world_size % ph.hosts == 0),
                 f"{where}.hosts",
-                "must be 1, or more hosts that divide world_size, with launch c10d or static",
+                "must be 1, or more hosts that divide world_size, with path c10d or static",
                 r.HOSTS_LAYOUT,
             )
             _check(ph.tp >= 1, f"{where}.tp", "must be at least 1", r.TP_POSITIVE)
@@ -296,13 +306,13 @@ class Scenario:
         return self
 
     def canonical_replicas(self, i: int) -> int:
-        """C of phase ``i``: its own override, else the pipeline's."""
-        return self.phases[i].canonical_replicas or self.pipeline.canonical_replicas
+        """C of launch ``i``: its own override, else the pipeline's."""
+        return self.launches[i].canonical_replicas or self.pipeline.canonical_replicas
 
     def _before_faults(self, i: int) -> int | None:
-        """:func:`checkpoints_before_faults` of phase ``i``, with its own layout and C: what a
+        """:func:`checkpoints_before_faults` of launch ``i``, with its own layout and C: what a
         crash hands on (``restore_index``) and what a restart resumes (``restart_kept``)."""
-        ph = self.phases[i]
+        ph = self.launches[i]
         return checkpoints_before_faults(
             ph.checkpoints,
             ph.rank_faults,
@@ -313,12 +323,12 @@ class Scenario:
         )
 
     def restore_index(self, i: int) -> int | None:
-        """Index of the checkpoint of phase ``i`` the next phase restores, if it takes one.
+        """Index of the checkpoint of launch ``i`` the next launch restores, if it takes one.
 
-        A refused phase takes none; a crashing phase (rank faults) takes the ones before its
-        first fault ends the launch; any other phase, its last.
+        A refused launch takes none; a crashing launch (rank faults) takes the ones before its
+        first fault ends it; any other launch, its last.
         """
-        ph = self.phases[i]
+        ph = self.launches[i]
         if ph.expect_failure or ph.dp > self.canonical_replicas(i):
             return None
         done = len({astuple(cp) for cp in ph.checkpoints})
@@ -332,23 +342,23 @@ class Scenario:
     def run_id_policy(self) -> RunIdPolicy:
         return self.deployment.run_id
 
-    def run_id(self, phase_index: int) -> str:
-        """The run id launch ``phase_index`` configures (``Deployment.launch_run_id``)."""
-        return self.deployment.launch_run_id(self.pipeline.run_id, phase_index)
+    def run_id(self, launch_index: int) -> str:
+        """The run id launch ``launch_index`` configures (``Deployment.launch_run_id``)."""
+        return self.deployment.launch_run_id(self.pipeline.run_id, launch_index)
 
     @property
     def reference_steps(self) -> int:
         """Global steps an uninterrupted run needs to cover every lane of this scenario."""
         total = 0
-        for i, ph in enumerate(self.phases):
+        for i, ph in enumerate(self.launches):
             kept = self.restart_kept(i)
             if kept is not None:  # each faulted attempt's batches up to what the next resumed
                 faulted = max(f.until_attempt or 1 for f in ph.rank_faults)
                 total += faulted * (kept.step + (1 if kept.extra else 0))
             rp = ph.restore_point
-            if rp is not None and i < len(self.phases) - 1:
+            if rp is not None and i < len(self.launches) - 1:
                 total += rp.step + (1 if rp.extra else 0)
-        return total + self.phases[-1].steps
+        return total + self.launches[-1].steps
 
     def restart_kept(self, i: int) -> CheckpointAt | None:
         """Of a launch torchrun restarts (``max_restarts``): the latest checkpoint an attempt
@@ -356,7 +366,7 @@ class Scenario:
         Before a step fault, the last checkpoint due before it; a round-point fault's own
         round's checkpoint persists or not depending on how far its leader got, so what an
         attempt did hand on is read from its files after the launch (``runner.resume``)."""
-        ph = self.phases[i]
+        ph = self.launches[i]
         if not (ph.max_restarts and ph.rank_faults) or ph.expect_failure:
             return None
         marks = sorted({astuple(cp) for cp in ph.checkpoints})
@@ -369,16 +379,16 @@ class Scenario:
     def summary(self) -> str:
         sizes = "→".join(
             f"{ph.world_size}({ph.dp}x{ph.tp})" if ph.tp > 1 else str(ph.world_size)
-            for ph in self.phases
+            for ph in self.launches
         )
         cps = [
             f"{c.step}+{c.extra}" if c.extra else str(c.step)
-            for ph in self.phases
+            for ph in self.launches
             for c in ph.checkpoints
         ]
         faults = sum(
             len(ph.rank_faults) + len(ph.proxy_faults) + len(ph.store_faults) + len(ph.child_faults)
-            for ph in self.phases
+            for ph in self.launches
         )
         return (
             f"{self.name}: G {sizes}, C={self.pipeline.canonical_replicas} "
@@ -386,9 +396,9 @@ class Scenario:
             f"runner {self.pipeline.runner}"
             + (" + mtp_mode" if self.pipeline.mtp_mode else "")
             + f", checkpoints [{', '.join(cps)}], {faults} fault(s)"
-            + "".join(f", retry {r}" for r in sorted({ph.retry for ph in self.phases} - {"none"}))
-            + (", sync free" if any(ph.sync == "free" for ph in self.phases) else "")
-            + (f", {lags} lag(s)" if (lags := sum(len(ph.lags) for ph in self.phases)) else "")
+            + "".join(f", retry {r}" for r in sorted({ph.retry for ph in self.launches} - {"none"}))
+            + (", sync free" if any(ph.sync == "free" for ph in self.launches) else "")
+            + (f", {lags} lag(s)" if (lags := sum(len(ph.lags) for ph in self.launches)) else "")
             + (f", plant {self.plant}" if self.plant else "")
             + (f", backend {self.backend}" if self.backend != "gloo" else "")
             + (f", stages {d}" if (d := self.data.stages.describe()) else "")
@@ -467,10 +477,12 @@ def _check(ok: bool, where: str, text: str, rule: Rule) -> None:
 
 
 def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
+    version = raw.get("version", SCENARIO_VERSION)
+    key = "launches" if version >= 4 else "phases"  # versions 1 to 3 call the launches phases
     known = {
         "data",
         "pipeline",
-        "phases",
+        key,
         "persist_format",
         "deployment",
         "run_id_policy",
@@ -480,15 +492,22 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
         "backend",
         "found",
     }
+    if version >= 4 and "phases" in raw:
+        raise ScenarioError(
+            f"{where}.phases: a version-{version} file calls them launches "
+            "(a file of version 1 to 3 says phases: give its version)"
+        )
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ScenarioError(f"{where}: unknown field(s) {', '.join(unknown)}")
     data = from_dict(DataSpec, raw.get("data", {}), f"{where}.data")
     pipeline = from_dict(PipelineSpec, raw.get("pipeline", {}), f"{where}.pipeline")
-    phases_raw = raw.get("phases", [])
-    if not isinstance(phases_raw, list):
-        raise ScenarioError(f"{where}.phases: expected a list")
-    phases = tuple(_phase_from(p, f"{where}.phases[{i}]") for i, p in enumerate(phases_raw))
+    launches_raw = raw.get(key, [])
+    if not isinstance(launches_raw, list):
+        raise ScenarioError(f"{where}.{key}: expected a list")
+    launches = tuple(
+        _launch_from(p, f"{where}.{key}[{i}]", version) for i, p in enumerate(launches_raw)
+    )
     optional = ("persist_format", "plant", "name", "backend")
     rest: dict[str, Any] = {k: raw[k] for k in optional if k in raw}
     if raw.get("found") is not None:
@@ -496,12 +515,12 @@ def _scenario_from(raw: dict[str, Any], where: str) -> Scenario:
     scenario = Scenario(
         data=data,
         pipeline=pipeline,
-        phases=phases,
+        launches=launches,
         deployment=_deployment_from(raw, where),
         version=SCENARIO_VERSION,
         **rest,
     )
-    unnamed = [isinstance(p, dict) and "expect_error" not in p for p in phases_raw]
+    unnamed = [isinstance(p, dict) and "expect_error" not in p for p in launches_raw]
     return _with_refusal_errors(scenario, unnamed)
 
 
@@ -524,19 +543,29 @@ def _deployment_from(raw: dict[str, Any], where: str) -> Deployment:
 def _with_refusal_errors(scenario: Scenario, unnamed: list[bool]) -> Scenario:
     """Files written before ``expect_error`` existed (their refusals were all G > C): such a
     refusal expects Zephon's own error."""
-    phases = tuple(
+    launches = tuple(
         replace(ph, expect_error=Refusal.MORE_RANKS_THAN_LANES.value)
         if unnamed[i] and ph.expect_failure and ph.world_size > scenario.canonical_replicas(i)
         else ph
-        for i, ph in enumerate(scenario.phases)
+        for i, ph in enumerate(scenario.launches)
     )
-    return scenario.with_(phases=phases)
+    return scenario.with_(launches=launches)
 
 
-def _phase_from(raw: Any, where: str) -> Phase:
+def _launch_from(raw: Any, where: str, version: int) -> Launch:
     if not isinstance(raw, dict):
         raise ScenarioError(f"{where}: expected an object")
     raw = dict(raw)
+    if version < 4:  # the launch path was ``launch`` before version 4; it is ``path`` now
+        if "path" in raw:
+            raise ScenarioError(f"{where}.path: a version-{version} file names it launch")
+        if "launch" in raw:
+            raw["path"] = raw.pop("launch")
+    elif "launch" in raw:
+        raise ScenarioError(
+            f"{where}.launch: a version-{version} file calls the launch path path "
+            "(a file of version 1 to 3 says launch: give its version)"
+        )
     nested = {
         "checkpoints": CheckpointAt,
         "rank_faults": RankFault,
@@ -552,6 +581,6 @@ def _phase_from(raw: Any, where: str) -> Phase:
             raise ScenarioError(f"{where}.{key}: expected a list")
         kwargs[key] = tuple(from_dict(cls, x, f"{where}.{key}[{i}]") for i, x in enumerate(items))
     try:
-        return Phase(**raw, **kwargs)
+        return Launch(**raw, **kwargs)
     except TypeError as exc:
         raise ScenarioError(f"{where}: {exc}") from None

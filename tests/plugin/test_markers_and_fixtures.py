@@ -46,7 +46,7 @@ def test_public_fixtures_are_available(pytester: pytest.Pytester) -> None:
     assert result.ret == pytest.ExitCode.OK
     for name in PUBLIC_FIXTURES:
         result.stdout.fnmatch_lines([f"{name} -- *zephon_chaos*"])
-    result.stdout.fnmatch_lines(["*fixtures defined from zephon_chaos.fixtures.recipe*"])
+    result.stdout.fnmatch_lines(["*fixtures defined from zephon_chaos.fixtures.recipe_run*"])
 
 
 def test_fixture_factories_work_without_a_launch(pytester: pytest.Pytester) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from zephon_chaos.fixtures.recipe import RecipeRunError, RecipeRunner
+from zephon_chaos.fixtures.recipe_run import RecipeRunError, RecipeRunner
 from zephon_chaos.recipe import (
     ENV_CKPT_DIR,
     ENV_RECORDS_DIR,

@@ -24,7 +24,7 @@ from zephon_chaos.explore.aiming import aim_at, aims
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc import inproc_runner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import HEALING_TOXICS, is_finite, normalised, violations
 from zephon_chaos.strategies import STORE_FAULT_TIMEOUT_S, scenarios
 from zephon_chaos.strategies.aiming import COST_SCALE, MIN_GROUP_CELLS, group_odds, one_aim
@@ -139,7 +139,7 @@ def test_a_setting_aim_keeps_two_launches(setting: tuple[str, str]) -> None:
         assert violations(s) == []
         # A fault aim turns both settings off: either is on only when the setting was aimed.
         if s.pipeline.mtp_mode or s.pipeline.runner == "process":
-            assert len(s.phases) <= SETTING_LAUNCHES
+            assert len(s.launches) <= SETTING_LAUNCHES
 
     check()
 
@@ -162,12 +162,12 @@ def test_a_layout_aim_resumes_onto_the_other_mesh_with_identical_batches(
     tmp_path: Path, change: str, reverse: bool
 ) -> None:
     drawn = Scenario(
-        pipeline=PipelineSpec(canonical_replicas=3), phases=(Phase(3, 2), Phase(1, 2))
+        pipeline=PipelineSpec(canonical_replicas=3), launches=(Launch(3, 2), Launch(1, 2))
     )
     scenario = normalised(aimed(drawn, 0, Aim(AimKind.LAYOUT, change), Draws(rank=int(reverse))))
     assert violations(scenario) == []
     before, after = LAYOUT_PAIRS[change][::-1] if reverse else LAYOUT_PAIRS[change]
-    assert [(ph.dp, ph.tp) for ph in scenario.phases] == [before, after]
+    assert [(ph.dp, ph.tp) for ph in scenario.launches] == [before, after]
     with inproc_runner(tmp_path) as runner:
         outcome = runner.run(scenario)
     assert outcome.ok, outcome.report()
@@ -185,10 +185,10 @@ def test_a_child_aim_kills_one_ranks_workers_alone_in_the_first_launch(
     drawn = Scenario(
         data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
         pipeline=PipelineSpec(canonical_replicas=3, mtp_mode=True),
-        phases=(
-            Phase(3, 3, (CheckpointAt(1),), rank_faults=(RankFault(0, 2, "raise"),)),
-            Phase(1, 2),
-            Phase(2, 2),
+        launches=(
+            Launch(3, 3, (CheckpointAt(1),), rank_faults=(RankFault(0, 2, "raise"),)),
+            Launch(1, 2),
+            Launch(2, 2),
         ),
     )
     aim = Aim(AimKind.CHILD, CHILD_TARGETS[0], point)
@@ -196,8 +196,8 @@ def test_a_child_aim_kills_one_ranks_workers_alone_in_the_first_launch(
     assert scenario.validate() is scenario
     assert (scenario.pipeline.runner, scenario.pipeline.mtp_mode) == ("process", False)
     assert not is_finite(scenario.data)
-    assert [len(ph.child_faults) for ph in scenario.phases] == [1] + [0] * (SETTING_LAUNCHES - 1)
-    first = scenario.phases[0]
+    assert [len(ph.child_faults) for ph in scenario.launches] == [1] + [0] * (SETTING_LAUNCHES - 1)
+    first = scenario.launches[0]
     [fault] = first.child_faults
     assert fault.target == CHILD_TARGETS[0] and 0 <= fault.rank < first.world_size
     assert not (first.rank_faults or first.proxy_faults or first.store_faults or first.lags)
@@ -227,10 +227,10 @@ def test_a_heal_aim_gives_the_heal_oracle_a_call_to_judge(tmp_path: Path, toxic:
 
     check()
     pipeline = PipelineSpec(canonical_replicas=2, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)
-    drawn = Scenario(pipeline=pipeline, phases=(Phase(2, 1),))
+    drawn = Scenario(pipeline=pipeline, launches=(Launch(2, 1),))
     scenario = normalised(aimed(drawn, 0, aim, Draws()))
-    [fault] = scenario.phases[0].proxy_faults
-    assert (fault.rank, fault.until, scenario.phases[0].retry) == (0, ROUND_END, "lockstep")
+    [fault] = scenario.launches[0].proxy_faults
+    assert (fault.rank, fault.until, scenario.launches[0].retry) == (0, ROUND_END, "lockstep")
     with inproc_runner(tmp_path) as runner:
         outcome = runner.run(scenario)
     judged = {c.value for c in cells_of(scenario, outcome) if c.dim is Dim.STORE_FAULT_HEAL_OUTCOME}

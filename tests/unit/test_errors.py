@@ -19,8 +19,8 @@ from zephon_chaos.hygiene.owner import OWNER_VAR
 OUTSIDE_THE_TREE: dict[str, str] = {
     # The in-process tier's stand-ins for a signal ending a rank process: raised in a rank
     # thread, caught by its launcher; an `except ChaosError` in a rank must not swallow them.
-    "zephon_chaos.inproc.group.GroupStopped": "ends a rank thread; never leaves the launcher",
-    "zephon_chaos.inproc.group.GroupTornDown": "asynchronous BaseException that ends a thread",
+    "zephon_chaos.inproc.rank_group.GroupStopped": "ends a rank thread; never leaves the launcher",
+    "zephon_chaos.inproc.rank_group.GroupTornDown": "asynchronous BaseException that ends a thread",
     "zephon_chaos.inproc.collective.CollectiveBroken": "becomes GroupStopped in the rank thread",
     # Hypothesis must not treat it as a failure to shrink; a BaseException on purpose.
     "zephon_chaos.explore.judged.EndShrinking": "ends Hypothesis's shrinking of a round",
@@ -30,7 +30,7 @@ OUTSIDE_THE_TREE: dict[str, str] = {
     # Private signals that never leave the module that raises them.
     "zephon_chaos.faults.interposer._Fired": "the interposer's drop action replaced a write",
     "zephon_chaos.faults.proxy.toxics.base.CloseLink": "a toxic stage ends its link",
-    "zephon_chaos.faults.proxy.errors.ProxyAlreadyStarted": "Go's sentinel; /reset ignores it",
+    "zephon_chaos.faults.proxy.api_errors.ProxyAlreadyStarted": "Go's sentinel; /reset ignores it",
 }
 """Exceptions the package defines outside the tree, each with the reason."""
 

@@ -21,14 +21,14 @@ from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.oracles.global_batches import Contract, Verdict
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import (
     ResumeFact,
     ScenarioOutcome,
     expected_failure_problems,
     failed_launch,
 )
-from zephon_chaos.scenario import SCENARIO_VERSION, Phase, Scenario
+from zephon_chaos.scenario import SCENARIO_VERSION, Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
 
 PLANT = "skip_after_midwindow_resize"
@@ -39,7 +39,7 @@ def planted(plant: str | None = PLANT) -> Scenario:
     """The planted defect's true minimum: one rank with two lanes, mid-window, then two."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(1, 1, (CheckpointAt(0, 1),)), Phase(2, 1)),
+        launches=(Launch(1, 1, (CheckpointAt(0, 1),)), Launch(2, 1)),
         plant=plant,
     )
 
@@ -61,7 +61,7 @@ def failed(error: str | None, timed_out: bool = False) -> GroupResult:
     return GroupResult("g", [1], [first], timed_out, 1.0, Path("."), [], first_failure=first)
 
 
-def batches(contract: Contract, kind: Kind) -> Verdict:
+def batches(contract: Contract, kind: ProblemKind) -> Verdict:
     return Verdict(False, contract, [Problem(contract.area, kind, str(kind))])
 
 
@@ -75,7 +75,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
     [
         (outcome([]), None),
         (
-            outcome([], batches(Contract.MID_WINDOW, Kind.MISSING), MID_RESIZE),
+            outcome([], batches(Contract.MID_WINDOW, ProblemKind.MISSING), MID_RESIZE),
             "batches-mid-window.missing.resized.mid-window",
         ),
         (
@@ -84,7 +84,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
                 Verdict(
                     False,
                     Contract.MID_WINDOW,
-                    [Problem(Area.BATCHES_MID_WINDOW, Kind.WINDOW, "window 0")],
+                    [Problem(Area.BATCHES_MID_WINDOW, ProblemKind.WINDOW, "window 0")],
                     missing=[(0, 0, 1)],
                 ),
                 MID_RESIZE,
@@ -92,19 +92,23 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
             "batches-mid-window.missing.resized.mid-window",
         ),
         (
-            outcome([], batches(Contract.IDENTICAL, Kind.DIVERGENT), SAME_BOUNDARY),
+            outcome([], batches(Contract.IDENTICAL, ProblemKind.DIVERGENT), SAME_BOUNDARY),
             "batches-identical.divergent.same-size.boundary",
         ),
         (
             outcome(
-                [Problem(Area.CHECKPOINT, Kind.DIFFERS, "differs", checkpoint=0).in_phase(1)],
+                [
+                    Problem(Area.CHECKPOINT, ProblemKind.DIFFERS, "differs", checkpoint=0).in_phase(
+                        1
+                    )
+                ],
                 None,
                 SAME_BOUNDARY,
             ),
             "checkpoint.differs.same-size.boundary",
         ),
         (
-            outcome(expected_failure_problems(1, Phase(3, 1), SUCCEEDED)[0]),
+            outcome(expected_failure_problems(1, Launch(3, 1), SUCCEEDED)[0]),
             "refusal.accepted.no-resume.no-resume",
         ),
         (
@@ -119,7 +123,7 @@ SAME_BOUNDARY = [ResumeFact(1, 2, 2, False)]
             # A launch failure outranks the batch comparison it makes meaningless.
             outcome(
                 [failed_launch(Area.LAUNCH, failed(None, timed_out=True), 1)],
-                batches(Contract.IDENTICAL, Kind.DUPLICATED),
+                batches(Contract.IDENTICAL, ProblemKind.DUPLICATED),
                 MID_RESIZE,
             ),
             "launch.timeout.resized.mid-window",
@@ -171,8 +175,8 @@ def _scenario_file(tmp_path: Path, name: str, mutate=None) -> Path:
         (["run", "{missing}"], "cannot read scenario file"),
         (["replay", "{bad_json}"], "not JSON"),
         (["replay", "{newer}"], f".version: {SCENARIO_VERSION + 1} is newer"),
-        (["run", "{bad_world}"], "phases[1].world_size"),
-        (["run", "{signal}", "--tier", "inproc"], "phases[0].rank_faults[0].action"),
+        (["run", "{bad_world}"], "launches[1].world_size"),
+        (["run", "{signal}", "--tier", "inproc"], "launches[0].rank_faults[0].action"),
         (["replay", "{good}", "--tier", "gpu"], "--tier 'gpu'"),
     ],
     ids=[
@@ -199,7 +203,7 @@ def test_bad_flags_and_files_exit_2_naming_the_problem(
             _scenario_file(tmp_path, "newer", lambda r: r.update(version=SCENARIO_VERSION + 1))
         ),
         "bad_world": str(
-            _scenario_file(tmp_path, "world", lambda r: r["phases"][1].update(world_size=0))
+            _scenario_file(tmp_path, "world", lambda r: r["launches"][1].update(world_size=0))
         ),
         "signal": str(_signal_file(tmp_path)),
         "good": str(_scenario_file(tmp_path, "good")),
@@ -220,32 +224,32 @@ def _bad_json(tmp_path: Path) -> Path:
 
 
 def _signal_file(tmp_path: Path) -> Path:
-    scenario = Scenario(phases=(Phase(2, 2, rank_faults=(RankFault(0, 1, "sigkill"),)),))
+    scenario = Scenario(launches=(Launch(2, 2, rank_faults=(RankFault(0, 1, "sigkill"),)),))
     return scenario.save(tmp_path / "signal.json")
 
 
 FALSE_FINDINGS = {
     # refusal.accepted.same-size.boundary: 3 ranks over C=3 flagged as refused.
     "same-size-refusal": (
-        lambda r: r["phases"][1].update(
+        lambda r: r["launches"][1].update(
             world_size=2, expect_failure=True, expect_error="must be >= dp_degree"
         ),
-        "scenario.phases[1].expect_failure",
+        "scenario.launches[1].expect_failure",
     ),
     # checkpoint.other.resized.boundary: a link fault on a launch of one rank.
     "one-rank-link-fault": (
-        lambda r: r["phases"][0].update(
+        lambda r: r["launches"][0].update(
             proxy_faults=[
                 {"rank": 0, "toxic": "reset_peer", "attributes": {"timeout": 0}, "at": "announce"}
             ]
         ),
-        "scenario.phases[0].proxy_faults",
+        "scenario.launches[0].proxy_faults",
     ),
     "leader-point-on-a-follower": (
-        lambda r: r["phases"][1].update(
+        lambda r: r["launches"][1].update(
             checkpoints=[{"step": 1}], proxy_faults=[{"rank": 1, "toxic": "down", "at": "outcome"}]
         ),
-        "scenario.phases[1].proxy_faults[0].rank",
+        "scenario.launches[1].proxy_faults[0].rank",
     ),
 }
 
@@ -309,14 +313,14 @@ def test_explore_finds_and_shrinks_the_planted_defect_in_process(
     ).run()
     finding = next(f for f in result.findings if f.signature == PLANT_SIGNATURE)
     minimal = finding.scenario
-    assert [ph.world_size for ph in minimal.phases] == [1, 2], minimal.summary()
+    assert [ph.world_size for ph in minimal.launches] == [1, 2], minimal.summary()
     # Two minimal forms, equally small: C=2 with a mid-window checkpoint, or C=3 with one on
     # a step boundary, which the resize to 2 ranks (3 lanes on 2) puts mid-window.
     assert minimal.pipeline.canonical_replicas in (2, 3)
     assert finding.label == "reproducible"
-    assert not any(ph.rank_faults for ph in minimal.phases)
+    assert not any(ph.rank_faults for ph in minimal.launches)
     saved = report / "findings" / f"{PLANT_SIGNATURE}.json"
-    assert Scenario.load(saved).phases == minimal.phases
+    assert Scenario.load(saved).launches == minimal.launches
     assert (report / "findings" / f"{PLANT_SIGNATURE}.png").stat().st_size > 0
     assert (report / "timeline.png").stat().st_size > 0
     summary = (report / "summary.md").read_text()
@@ -347,7 +351,7 @@ def test_the_planted_defect_found_in_process_reproduces_on_torchrun(
         )
     ).run()
     finding = next(f for f in result.findings if f.signature == PLANT_SIGNATURE)
-    assert [ph.world_size for ph in finding.scenario.phases] == [1, 2]
+    assert [ph.world_size for ph in finding.scenario.launches] == [1, 2]
     assert finding.confirmed_on == {"torchrun": PLANT_SIGNATURE}
     saved = report / "findings" / f"{PLANT_SIGNATURE}.json"
     capsys.readouterr()
@@ -426,7 +430,7 @@ def test_polishing_stays_in_the_space_the_strategies_generate() -> None:
     finite = Scenario(
         data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(1, 1, (CheckpointAt(0),)), Phase(1, RUN_DRY_STEPS)),
+        launches=(Launch(1, 1, (CheckpointAt(0),)), Launch(1, RUN_DRY_STEPS)),
         name="finite",
     ).validate()
     judged: list[Scenario] = []
@@ -434,13 +438,13 @@ def test_polishing_stays_in_the_space_the_strategies_generate() -> None:
     def judge(s: Scenario) -> str | None:
         """Fails as long as a launch checkpoints: polishing must then drop the last launch."""
         judged.append(s)
-        return "some.signature" if any(ph.checkpoints for ph in s.phases) else None
+        return "some.signature" if any(ph.checkpoints for ph in s.launches) else None
 
     best = polish(finite, "some.signature", judge, time.monotonic() + 30)
     assert judged, "polishing tried nothing"
-    assert all(s.phases[-1].steps == RUN_DRY_STEPS for s in judged)
-    assert len(best.phases) == 1 and best.phases[0].steps == RUN_DRY_STEPS
-    assert best.phases[0].checkpoints
+    assert all(s.launches[-1].steps == RUN_DRY_STEPS for s in judged)
+    assert len(best.launches) == 1 and best.launches[0].steps == RUN_DRY_STEPS
+    assert best.launches[0].checkpoints
 
 
 @pytest.mark.parametrize("profile", ["default", "downstream"])

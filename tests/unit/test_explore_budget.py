@@ -16,12 +16,12 @@ from zephon_chaos.explore import search
 from zephon_chaos.explore.activity import Activity, ActivityClock, shrink_allowance_s
 from zephon_chaos.explore.config import SEARCH_SHARE
 from zephon_chaos.explore.findings import Finding
-from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
+from zephon_chaos.explore.summary import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.summary_json import SummaryError, read_summary_json
 from zephon_chaos.inproc import inproc_runner
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.strategies import scenarios
@@ -64,7 +64,12 @@ def test_a_share_outside_its_range_is_refused_naming_it() -> None:
 
 # ---- a search whose scenarios fail often: fakes that judge without launching ------------
 
-KINDS = (Kind.DIFFERS, Kind.COVERAGE, Kind.MISSING_RECORD, Kind.SPURIOUS_WARNING)
+KINDS = (
+    ProblemKind.DIFFERS,
+    ProblemKind.COVERAGE,
+    ProblemKind.MISSING_RECORD,
+    ProblemKind.SPURIOUS_WARNING,
+)
 RUN_S = {"torchrun": 0.03, "inproc": 0.003}
 """What one fake run takes: stands for a launch's duration, so shrinking costs time."""
 
@@ -72,9 +77,9 @@ RUN_S = {"torchrun": 0.03, "inproc": 0.003}
 def kind_of(scenario: Scenario) -> int | None:
     """Fails when the first launch checkpoints; the kind of failure by the number of launches
     (so shrinking cannot turn one kind into another by dropping launches)."""
-    if not scenario.phases[0].checkpoints:
+    if not scenario.launches[0].checkpoints:
         return None
-    return (len(scenario.phases) - 1) % len(KINDS)
+    return (len(scenario.launches) - 1) % len(KINDS)
 
 
 class FakeRunner(ScenarioRunner):
@@ -273,7 +278,7 @@ def test_a_torchrun_finding_that_replays_in_process_is_shrunk_there_then_confirm
     minimal = finding.scenario
     # The plant's minimum: a resize from one rank to two (C depends on the path shrinking
     # took: 2 or 3 lanes resume mid-window alike).
-    assert [ph.world_size for ph in minimal.phases] == [1, 2], minimal.summary()
+    assert [ph.world_size for ph in minimal.launches] == [1, 2], minimal.summary()
     assert stats.shrunk_in_process >= 1
     # Shrinking ran in process only (every scenario here is expressible there); torchrun ran
     # the minimal scenario to confirm it: once after shrinking, then the two reruns.
@@ -292,7 +297,7 @@ def test_a_minimum_found_in_process_that_passes_on_torchrun_goes_back_to_torchru
     scenario that fails there, shrunk on torchrun."""
 
     def true_minimum(s: Scenario) -> bool:
-        return [ph.world_size for ph in s.phases] == [1, 2]
+        return [ph.world_size for ph in s.launches] == [1, 2]
 
     torchrun = ThreadsForTorchrun(tmp_path / "torchrun", passes=true_minimum)
     explorer = _planted_search(tmp_path, monkeypatch, torchrun)

@@ -13,7 +13,7 @@ import pytest
 
 from zephon_chaos import cli
 from zephon_chaos.commands.explore import ExitStatus, exit_status
-from zephon_chaos.explore import search, timeline
+from zephon_chaos.explore import picture, search
 from zephon_chaos.explore.findings import (
     Finding,
     FindingLabel,
@@ -22,14 +22,14 @@ from zephon_chaos.explore.findings import (
     launch_reports,
 )
 from zephon_chaos.explore.known import judged_ok
-from zephon_chaos.explore.report import ExploreResult, write_summary
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.signature import signature
+from zephon_chaos.explore.summary import ExploreResult, write_summary
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch.result import GroupResult, RankOutcome
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome, expected_failure_problems
-from zephon_chaos.scenario import Found, Phase, Scenario
+from zephon_chaos.scenario import Found, Launch, Scenario
 from zephon_chaos.workload.spec import PipelineSpec
 
 ACCEPTED = "refusal.accepted.no-resume.no-resume"
@@ -37,11 +37,13 @@ EXPECTED_ERROR = "canonical_replicas (2) must be >= dp_degree (3)"
 
 
 def scenario() -> Scenario:
-    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(1, 1),))
+    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(1, 1),))
 
 
 def failing() -> ScenarioOutcome:
-    accepted = Problem(Area.REFUSAL, Kind.ACCEPTED, "phase 0 was expected to fail but succeeded")
+    accepted = Problem(
+        Area.REFUSAL, ProblemKind.ACCEPTED, "phase 0 was expected to fail but succeeded"
+    )
     return ScenarioOutcome(scenario(), None, problems=[accepted])
 
 
@@ -113,7 +115,7 @@ def rank(exitcode: int | None, error: str | None = None, **kw: object) -> RankOu
     return RankOutcome(1, 1, 0, 4242, exitcode, error=error, **kw)  # type: ignore[arg-type]
 
 
-REFUSED = Phase(3, 2, expect_failure=True, expect_error=EXPECTED_ERROR)
+REFUSED = Launch(3, 2, expect_failure=True, expect_error=EXPECTED_ERROR)
 
 
 @pytest.mark.parametrize(
@@ -280,7 +282,7 @@ def test_a_saved_finding_keeps_its_failed_launches_whole_reports(
 ) -> None:
     """The evidence keeps a process's innermost frame only; a hang is triaged on the rest:
     every stack, every rank's and agent's log tail."""
-    monkeypatch.setattr(timeline, "plot_timeline", lambda *a, **k: None)
+    monkeypatch.setattr(picture, "plot_timeline", lambda *a, **k: None)
     made = finding("harness.group-never-formed.no-resume.no-resume")
     made.outcome = hung(ok=False)  # type: ignore[assignment]
     saved = {p.name: p for p in made.save(tmp_path, "cli")}

@@ -24,7 +24,7 @@ for info in pkgutil.walk_packages(zephon_chaos.fixtures.__path__, "zephon_chaos.
     importlib.import_module(info.name)
 for name in ("run", "replay", "explore"):
     importlib.import_module(f"zephon_chaos.commands.{name}")
-import zephon_chaos.explore.search, zephon_chaos.explore.report, zephon_chaos.explore.findings
+import zephon_chaos.explore.search, zephon_chaos.explore.summary, zephon_chaos.explore.findings
 build_parser()
 from zephon_chaos.extras import missing
 print(sorted(e.module for e in missing()))
@@ -88,8 +88,8 @@ def test_bench_stops_before_measuring_without_matplotlib_unless_told_no_plots(
 
 @pytest.mark.usefixtures("no_matplotlib")
 def test_a_timeline_without_matplotlib_is_left_out(tmp_path: Path) -> None:
-    from zephon_chaos.explore.timeline import plot_timeline
-    from zephon_chaos.scenario import Phase, Scenario
+    from zephon_chaos.explore.picture import plot_timeline
+    from zephon_chaos.scenario import Launch, Scenario
 
-    assert plot_timeline(Scenario(phases=(Phase(1, 2),)), tmp_path / "t.png") is None
+    assert plot_timeline(Scenario(launches=(Launch(1, 2),)), tmp_path / "t.png") is None
     assert not (tmp_path / "t.png").exists()

@@ -9,10 +9,9 @@ from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.space import declare
 from zephon_chaos.oracles.global_batches import Contract, Verdict
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import Resume, ResumeFact, ScenarioOutcome
-from zephon_chaos.scenario import Phase as Launch
-from zephon_chaos.scenario import Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import (
     REFUSAL_ERROR,
     Refusal,
@@ -35,21 +34,21 @@ SHRINK = settings(REACH, phases=[Phase.generate, Phase.shrink])
 
 
 def _two(first: Launch, second: Launch, c: int = 4) -> Scenario:
-    return Scenario(pipeline=PipelineSpec(canonical_replicas=c), phases=(first, second))
+    return Scenario(pipeline=PipelineSpec(canonical_replicas=c), launches=(first, second))
 
 
 def test_tp_must_divide_the_world_and_is_named() -> None:
     s = _two(Launch(3, 2, (CheckpointAt(2),), tp=2), Launch(2, 2))
     [v] = violations(s)
-    assert v.field == "phases[0].tp" and "must divide world_size 3" in v.text
-    assert normalised(s).phases[0].tp == 1
+    assert v.field == "launches[0].tp" and "must divide world_size 3" in v.text
+    assert normalised(s).launches[0].tp == 1
 
 
 def test_with_tp_c_must_be_a_multiple_of_the_dp_groups_as_the_adapter_requires() -> None:
     s = _two(Launch(4, 2, (CheckpointAt(2),), tp=2), Launch(2, 2), c=3)
     [v] = violations(s)
-    assert v.field == "phases[0].tp" and "not a multiple" in v.text
-    assert normalised(s).phases[0].tp == 1
+    assert v.field == "launches[0].tp" and "not a multiple" in v.text
+    assert normalised(s).launches[0].tp == 1
     assert laid_out_tp(4, 2, 4) == 2 and laid_out_tp(4, 2, 3) == 1 and laid_out_tp(6, 4, 3) == 2
 
 
@@ -59,7 +58,7 @@ def test_zephon_refuses_more_dp_groups_than_lanes_not_more_ranks() -> None:
     assert violations(accepted) == [] and refusal(accepted, 0) is None
     refused = normalised(_two(Launch(4, 2, (CheckpointAt(2),)), Launch(2, 2), c=2))
     assert refusal(refused, 0) is Refusal.MORE_RANKS_THAN_LANES
-    assert refused.phases[0].expect_failure and refused.phases[0].expect_error == REFUSAL_ERROR
+    assert refused.launches[0].expect_failure and refused.launches[0].expect_error == REFUSAL_ERROR
 
 
 def test_a_mid_window_resume_is_exact_when_the_dp_groups_keep_their_lanes() -> None:
@@ -75,7 +74,7 @@ def test_a_mid_window_resume_is_exact_when_the_dp_groups_keep_their_lanes() -> N
 
 def test_tp_shrinks_to_one() -> None:
     s = find(scenarios(), lambda s: True, settings=SHRINK)
-    assert [ph.tp for ph in s.phases] == [1]
+    assert [ph.tp for ph in s.launches] == [1]
     assert TP_CHOICES[0] == 1
 
 
@@ -96,8 +95,8 @@ def test_generation_reaches_every_layout_change() -> None:
 
 
 def test_a_dp_x_tp_launch_shrinks_to_one_launch_of_one_group_of_two() -> None:
-    s = find(scenarios(), lambda s: any(ph.tp > 1 for ph in s.phases), settings=SHRINK)
-    assert [(ph.world_size, ph.tp) for ph in s.phases] == [(2, 2)]
+    s = find(scenarios(), lambda s: any(ph.tp > 1 for ph in s.launches), settings=SHRINK)
+    assert [(ph.world_size, ph.tp) for ph in s.launches] == [(2, 2)]
 
 
 def test_the_downstream_profile_makes_tp_2_common_on_torchrun() -> None:
@@ -124,7 +123,7 @@ def test_the_space_declares_tp_values_and_layout_changes_with_reasons() -> None:
 
 def test_a_dp_group_divergence_has_a_signature_of_its_own() -> None:
     text = "DP group 0 diverged: rank 1's batch 2 differs from rank 0's (lane, ids)"
-    line = Problem(Area.BATCHES_IDENTICAL, Kind.DP_GROUP_DIVERGED, text, rank=1).in_phase(1)
+    line = Problem(Area.BATCHES_IDENTICAL, ProblemKind.DP_GROUP_DIVERGED, text, rank=1).in_phase(1)
     outcome = ScenarioOutcome(
         _two(Launch(4, 2, (CheckpointAt(2),), tp=2), Launch(2, 2)),
         None,

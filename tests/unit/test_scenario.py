@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.scenario_files import written_as
 from zephon_chaos.deployment import BEFORE_VERSION_2, Deployment
 from zephon_chaos.scenario import (
     SCENARIO_VERSION,
     Found,
-    Phase,
+    Launch,
     ProxyFault,
     Scenario,
     ScenarioError,
@@ -38,22 +39,22 @@ from zephon_chaos.workload.spec import (
 )
 
 
-def two_phases(**pipeline: object) -> Scenario:
+def two_launches(**pipeline: object) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=6, **pipeline),  # type: ignore[arg-type]
-        phases=(Phase(2, 3, (CheckpointAt(2, 1),)), Phase(3, 2)),
+        launches=(Launch(2, 3, (CheckpointAt(2, 1),)), Launch(3, 2)),
     )
 
 
 def test_json_round_trip_is_lossless() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=4, aggregation="dir"),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2, 3, (CheckpointAt(0), CheckpointAt(2, 1)), rank_faults=(RankFault(1, 3, "raise"),)
             ),
-            Phase(5, 1, expect_failure=True, expect_error="must be >= dp_degree"),
-            Phase(1, 2),
+            Launch(5, 1, expect_failure=True, expect_error="must be >= dp_degree"),
+            Launch(1, 2),
         ),
         persist_format="json",
         deployment=Deployment(run_id="per_launch"),
@@ -65,38 +66,92 @@ def test_json_round_trip_is_lossless() -> None:
 
 def test_a_file_written_before_the_newer_fields_still_loads(tmp_path: Path) -> None:
     """Version-1 files without expect_error, per-phase C, retry or backend keep loading."""
-    raw = json.loads(two_phases().to_json())
-    for phase in raw["phases"]:
+    raw = json.loads(two_launches().to_json())
+    for phase in raw["launches"]:
         phase.pop("expect_error", None)
         phase.pop("canonical_replicas", None)
         phase.pop("retry", None)
     raw.pop("backend", None)
     path = tmp_path / "old.json"
     path.write_text(json.dumps(raw))
-    assert Scenario.load(path) == two_phases()
+    assert Scenario.load(path) == two_launches()
 
 
 FOUND = Found(tier="torchrun", launch="cli", signature="batches-identical.missing.resized.boundary")
 
 
 def test_how_a_scenario_was_found_survives_the_round_trip(tmp_path: Path) -> None:
-    saved = two_phases().with_(found=FOUND).save(tmp_path / "finding.json")
+    saved = two_launches().with_(found=FOUND).save(tmp_path / "finding.json")
     again = Scenario.load(saved)
     assert again.found == FOUND
     assert again.version == SCENARIO_VERSION
-    assert again == two_phases()  # how it was found is no part of what runs
+    assert again == two_launches()  # how it was found is no part of what runs
 
 
 def test_a_version_1_file_loads_without_a_record_of_how_it_was_found(tmp_path: Path) -> None:
-    raw = json.loads(two_phases().to_json())
+    raw = written_as(json.loads(two_launches().to_json()), 1)
     del raw["found"], raw["deployment"]
-    raw["version"], raw["run_id_policy"] = 1, "per_launch"
+    raw["run_id_policy"] = "per_launch"
     path = tmp_path / "v1.json"
     path.write_text(json.dumps(raw))
     loaded = Scenario.load(path)
     assert loaded.found is None
     ran_under = replace(BEFORE_VERSION_2, run_id="per_launch")
-    assert loaded == replace(two_phases(), found=None, deployment=ran_under)
+    assert loaded == replace(two_launches(), found=None, deployment=ran_under)
+
+
+VERSION_3_FILE = """{
+ "version": 3,
+ "pipeline": {"canonical_replicas": 4},
+ "deployment": {"run_id": "per_launch"},
+ "phases": [
+  {"world_size": 2, "steps": 2, "checkpoints": [{"step": 2}], "launch": "c10d", "hosts": 2},
+  {"world_size": 4, "steps": 1, "checkpoints": [{"step": 1}], "launch": "static"},
+  {"world_size": 1, "steps": 1}
+ ]
+}"""
+"""A file of version 3, as explorations and ``run`` wrote them before the launch path was
+``path``: each launch names it ``launch`` (the last, none: the default)."""
+
+
+def test_a_version_3_file_reads_each_launch_path_from_launch() -> None:
+    loaded = Scenario.from_json(VERSION_3_FILE)
+    assert [ph.path for ph in loaded.launches] == ["c10d", "static", "standalone"]
+    assert loaded == Scenario(
+        pipeline=PipelineSpec(canonical_replicas=4),
+        deployment=Deployment(run_id="per_launch"),
+        launches=(
+            Launch(2, 2, (CheckpointAt(2),), path="c10d", hosts=2),
+            Launch(4, 1, (CheckpointAt(1),), path="static"),
+            Launch(1, 1),
+        ),
+    )
+    assert json.loads(loaded.to_json())["launches"][0]["path"] == "c10d"  # saved as version 4
+
+
+@pytest.mark.parametrize(
+    ("version", "launches", "key", "field"),
+    [
+        (SCENARIO_VERSION, "launches", "launch", "launches[0].launch: a version-4 file"),
+        (3, "phases", "path", "phases[0].path: a version-3 file names it launch"),
+        (SCENARIO_VERSION, "launches", "phases", "phases: a version-4 file calls them launches"),
+    ],
+    ids=["launch-in-a-current-file", "path-in-a-version-3-file", "phases-in-a-current-file"],
+)
+def test_a_key_of_the_other_version_is_refused(
+    version: int, launches: str, key: str, field: str
+) -> None:
+    raw = written_as(json.loads(two_launches().to_json()), version)
+    first = raw[launches][0]
+    first.pop("launch", None)
+    first.pop("path", None)
+    if key == "phases":  # a current file's launches under their old name
+        raw["phases"] = raw.pop("launches")
+    else:
+        first[key] = "c10d"
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_json(json.dumps(raw))
+    assert field in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -113,7 +168,7 @@ def test_a_version_1_file_loads_without_a_record_of_how_it_was_found(tmp_path: P
 def test_a_bad_record_of_how_it_was_found_names_the_field(
     found: dict[str, object], field: str
 ) -> None:
-    raw = json.loads(two_phases().to_json())
+    raw = json.loads(two_launches().to_json())
     raw["found"] = found
     with pytest.raises(ScenarioError) as err:
         Scenario.from_json(json.dumps(raw))
@@ -125,23 +180,23 @@ def test_a_bad_record_of_how_it_was_found_names_the_field(
     [
         (lambda raw: raw.update(version=SCENARIO_VERSION + 1), ".version"),
         (lambda raw: raw.update(colour="red"), "unknown field(s) colour"),
-        (lambda raw: raw["phases"][0].update(world_size=0), "phases[0].world_size"),
-        (lambda raw: raw["phases"][1].update(world_size=9), "phases[1].world_size"),
-        (lambda raw: raw["phases"][0].update(checkpoints="x"), "phases[0].checkpoints"),
+        (lambda raw: raw["launches"][0].update(world_size=0), "launches[0].world_size"),
+        (lambda raw: raw["launches"][1].update(world_size=9), "launches[1].world_size"),
+        (lambda raw: raw["launches"][0].update(checkpoints="x"), "launches[0].checkpoints"),
         (
-            lambda raw: raw["phases"][0]["checkpoints"].append({"step": 9}),
-            "phases[0].checkpoints[1]",
+            lambda raw: raw["launches"][0]["checkpoints"].append({"step": 9}),
+            "launches[0].checkpoints[1]",
         ),
         (
-            lambda raw: raw["phases"][0].update(
+            lambda raw: raw["launches"][0].update(
                 rank_faults=[{"rank": 5, "at_step": 1, "action": "raise"}]
             ),
-            "phases[0].rank_faults[0].rank",
+            "launches[0].rank_faults[0].rank",
         ),
         (lambda raw: raw["pipeline"].update(runner="gpu"), "pipeline.runner"),
         (lambda raw: raw.update(persist_format="yaml"), "persist_format"),
-        (lambda raw: raw["phases"][0].update(checkpoints=[]), "phases[0].checkpoints"),
-        (lambda raw: raw["phases"][0].update(retry="sometimes"), "phases[0].retry"),
+        (lambda raw: raw["launches"][0].update(checkpoints=[]), "launches[0].checkpoints"),
+        (lambda raw: raw["launches"][0].update(retry="sometimes"), "launches[0].retry"),
     ],
     ids=[
         "newer-version",
@@ -158,7 +213,7 @@ def test_a_bad_record_of_how_it_was_found_names_the_field(
     ],
 )
 def test_a_bad_file_names_the_field(tmp_path: Path, mutate, field: str) -> None:
-    raw = json.loads(two_phases().to_json())
+    raw = json.loads(two_launches().to_json())
     mutate(raw)
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(raw))
@@ -185,9 +240,9 @@ def test_checkpoints_that_land_on_one_batch_of_some_rank_are_refused() -> None:
     """C=3 on 2 ranks: rank 1 owns one lane, so 0+1 and 1 are both its first batch."""
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=3),
-        phases=(Phase(2, 2, (CheckpointAt(0, 1), CheckpointAt(1))),),
+        launches=(Launch(2, 2, (CheckpointAt(0, 1), CheckpointAt(1))),),
     )
-    with pytest.raises(ScenarioError, match=r"phases\[0\]\.checkpoints\[1\]: .*rank 1"):
+    with pytest.raises(ScenarioError, match=r"launches\[0\]\.checkpoints\[1\]: .*rank 1"):
         scenario.validate()
 
 
@@ -210,13 +265,13 @@ def test_checkpoints_before_a_fault(checkpoints, fault: RankFault, expected: int
 def test_a_crashed_phase_hands_on_its_last_checkpoint_before_the_fault() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
-        phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(
+        launches=(
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(
                 2, 4, (CheckpointAt(1), CheckpointAt(3)), rank_faults=(RankFault(1, 2, "raise"),)
             ),
-            Phase(2, 4, rank_faults=(RankFault(0, 0, "raise"),)),
-            Phase(3, 1),
+            Launch(2, 4, rank_faults=(RankFault(0, 0, "raise"),)),
+            Launch(3, 1),
         ),
     ).validate()
     assert [scenario.restore_index(i) for i in range(4)] == [0, 0, None, None]
@@ -225,10 +280,10 @@ def test_a_crashed_phase_hands_on_its_last_checkpoint_before_the_fault() -> None
 def test_a_refused_phase_hands_on_nothing() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
-            Phase(1, 1, (CheckpointAt(0, 1),)),
-            Phase(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
-            Phase(2, 1),
+        launches=(
+            Launch(1, 1, (CheckpointAt(0, 1),)),
+            Launch(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
+            Launch(2, 1),
         ),
     ).validate()
     assert scenario.restore_index(1) is None
@@ -242,9 +297,9 @@ def _store_pair(*first_faults: ProxyFault, world: tuple[int, int] = (2, 2), **fi
     """Two launches aggregating through the store, the first with link faults."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
-        phases=(
-            Phase(world[0], 2, (CheckpointAt(1),), proxy_faults=first_faults, **first),
-            Phase(world[1], 2),
+        launches=(
+            Launch(world[0], 2, (CheckpointAt(1),), proxy_faults=first_faults, **first),
+            Launch(world[1], 2),
         ),
     )
 
@@ -254,140 +309,144 @@ def _lagged(**first: object) -> Scenario:
     fields = {"sync": "free", "lags": (RankLag(1),), "retry": "skip", **first}
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(2, 2, (CheckpointAt(1), CheckpointAt(2)), **fields), Phase(2, 1)),  # type: ignore[arg-type]
+        launches=(Launch(2, 2, (CheckpointAt(1), CheckpointAt(2)), **fields), Launch(2, 1)),  # type: ignore[arg-type]
     )
 
 
 RESET = {"timeout": 0}
 REFUSED_OR_REPAIRED = {
-    "free-running-one-rank": (Scenario(phases=(Phase(1, 2, sync="free"),)), "phases[0].sync"),
-    "lag-under-lockstep": (_lagged(sync="lockstep"), "phases[0].lags"),
-    "drift-beside-an-agreement": (_lagged(lags=(RankLag(1, by=1),)), "phases[0].retry"),
+    "free-running-one-rank": (Scenario(launches=(Launch(1, 2, sync="free"),)), "launches[0].sync"),
+    "lag-under-lockstep": (_lagged(sync="lockstep"), "launches[0].lags"),
+    "drift-beside-an-agreement": (_lagged(lags=(RankLag(1, by=1),)), "launches[0].retry"),
     "drift-past-the-checkpoints": (
         _lagged(lags=(RankLag(1, checkpoint=1, by=1),), retry="independent"),
-        "phases[0].lags[0]",
+        "launches[0].lags[0]",
     ),
     "independent-lag-beside-dcp": (
         _lagged(retry="independent").with_(persist_format="dcp"),
-        "phases[0].retry",
+        "launches[0].retry",
     ),
-    "lag-past-the-checkpoints": (_lagged(lags=(RankLag(1, checkpoint=2),)), "phases[0].lags[0]"),
-    "lag-waiting-for-itself": (_lagged(lags=(RankLag(1, waits_for=1),)), "phases[0].lags[0]"),
-    "two-lags": (_lagged(lags=(RankLag(1), RankLag(0, checkpoint=1))), "phases[0].lags"),
+    "lag-past-the-checkpoints": (_lagged(lags=(RankLag(1, checkpoint=2),)), "launches[0].lags[0]"),
+    "lag-waiting-for-itself": (_lagged(lags=(RankLag(1, waits_for=1),)), "launches[0].lags[0]"),
+    "two-lags": (_lagged(lags=(RankLag(1), RankLag(0, checkpoint=1))), "launches[0].lags"),
     "lag-beside-a-rank-fault": (
         _lagged(rank_faults=(RankFault(0, 2, "raise"),)),
-        "phases[0].lags: a launch with a lag has no other fault",
+        "launches[0].lags: a launch with a lag has no other fault",
     ),
-    "skip-with-nothing-to-fail": (_lagged(lags=()), "phases[0].retry"),
+    "skip-with-nothing-to-fail": (_lagged(lags=()), "launches[0].retry"),
     # refusal.accepted.same-size.boundary: polishing moved a rank and kept the flag.
     "accepted-launch-flagged": (
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=3),
-            phases=(
-                Phase(3, 2, (CheckpointAt(1),)),
-                Phase(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
+            launches=(
+                Launch(3, 2, (CheckpointAt(1),)),
+                Launch(3, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
             ),
         ),
-        "phases[1].expect_failure",
+        "launches[1].expect_failure",
     ),
     # refusal.accepted.no-resume.no-resume: 1, 2 and 5 ranks over C=1, all flagged.
     "first-launch-flagged": (
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=1),
-            phases=tuple(
-                Phase(g, 1, expect_failure=True, expect_error=REFUSAL_ERROR) for g in (1, 2, 5)
+            launches=tuple(
+                Launch(g, 1, expect_failure=True, expect_error=REFUSAL_ERROR) for g in (1, 2, 5)
             ),
         ),
-        "phases[0].expect_failure",
+        "launches[0].expect_failure",
     ),
     # checkpoint.other.resized.boundary: a link fault on one rank, which never uses the store.
     "link-fault-on-one-rank": (
         _store_pair(ProxyFault(0, "reset_peer", RESET, at="announce"), world=(1, 2)),
-        "phases[0].proxy_faults: no round can time a link fault: one rank",
+        "launches[0].proxy_faults: no round can time a link fault: one rank",
     ),
     "refusal-unflagged": (
-        Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(3, 1),)),
-        "phases[0].world_size",
+        Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(3, 1),)),
+        "launches[0].world_size",
     ),
     "refusal-without-its-error": (
         Scenario(
-            pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(3, 1, expect_failure=True),)
+            pipeline=PipelineSpec(canonical_replicas=2),
+            launches=(Launch(3, 1, expect_failure=True),),
         ),
-        "phases[0].expect_error",
+        "launches[0].expect_error",
     ),
     "refusal-with-a-checkpoint": (
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=2),
-            phases=(
-                Phase(3, 1, (CheckpointAt(1),), expect_failure=True, expect_error=REFUSAL_ERROR),
+            launches=(
+                Launch(3, 1, (CheckpointAt(1),), expect_failure=True, expect_error=REFUSAL_ERROR),
             ),
         ),
-        "phases[0].checkpoints",
+        "launches[0].checkpoints",
     ),
     "changed-C-unflagged": (
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=2),
-            phases=(Phase(2, 2, (CheckpointAt(1),)), Phase(2, 2, canonical_replicas=4)),
+            launches=(Launch(2, 2, (CheckpointAt(1),)), Launch(2, 2, canonical_replicas=4)),
         ),
-        "phases[1].canonical_replicas",
+        "launches[1].canonical_replicas",
     ),
     "leader-point-on-a-follower": (
         _store_pair(ProxyFault(1, "down", at="outcome")),
-        "phases[0].proxy_faults[0].rank: only the leader",
+        "launches[0].proxy_faults[0].rank: only the leader",
     ),
     "follower-point-on-the-leader": (
         _store_pair(ProxyFault(0, "down", at="ack")),
-        "phases[0].proxy_faults[0].rank: only followers",
+        "launches[0].proxy_faults[0].rank: only followers",
     ),
     "fault-on-a-missing-rank": (
         _store_pair(ProxyFault(2, "down", at="shard")),
-        "phases[0].proxy_faults[0].rank: must name a rank",
+        "launches[0].proxy_faults[0].rank: must name a rank",
     ),
     "reset-at-start": (
         _store_pair(ProxyFault(1, "reset_peer", RESET, at="start")),
-        "phases[0].proxy_faults[0].at",
+        "launches[0].proxy_faults[0].at",
     ),
     "round-past-the-checkpoints": (
         _store_pair(ProxyFault(1, "down", at="shard#2")),
-        "phases[0].proxy_faults[0].at: round 2",
+        "launches[0].proxy_faults[0].at: round 2",
     ),
     "link-and-rank-fault": (
         _store_pair(ProxyFault(1, "down", at="shard"), rank_faults=(RankFault(0, 2, "raise"),)),
-        "phases[0].rank_faults: a launch with a link fault",
+        "launches[0].rank_faults: a launch with a link fault",
     ),
     "link-fault-without-store": (
         _store_pair(ProxyFault(1, "down", at="shard")).with_(
             pipeline=PipelineSpec(canonical_replicas=4, aggregation="dir")
         ),
-        "phases[0].proxy_faults: no round",
+        "launches[0].proxy_faults: no round",
     ),
     "link-fault-at-a-restored-step-0": (
         Scenario(
             pipeline=PipelineSpec(canonical_replicas=4),
-            phases=(
-                Phase(2, 2, (CheckpointAt(1),)),
-                Phase(2, 2, (CheckpointAt(0),), proxy_faults=(ProxyFault(1, "down", at="shard"),)),
+            launches=(
+                Launch(2, 2, (CheckpointAt(1),)),
+                Launch(2, 2, (CheckpointAt(0),), proxy_faults=(ProxyFault(1, "down", at="shard"),)),
             ),
         ),
-        "phases[1].proxy_faults: no round can time a link fault: a restored launch",
+        "launches[1].proxy_faults: no round can time a link fault: a restored launch",
     ),
     "retry-without-a-link-fault": (
-        Scenario(phases=(Phase(1, 2, (CheckpointAt(1),), retry="lockstep"),)),
-        "phases[0].retry",
+        Scenario(launches=(Launch(1, 2, (CheckpointAt(1),), retry="lockstep"),)),
+        "launches[0].retry",
     ),
     "rank-fault-over-finite-data": (
         Scenario(
             data=DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_size=8),
-            phases=(Phase(1, 3, rank_faults=(RankFault(0, 1, "raise"),)), Phase(1, RUN_DRY_STEPS)),
+            launches=(
+                Launch(1, 3, rank_faults=(RankFault(0, 1, "raise"),)),
+                Launch(1, RUN_DRY_STEPS),
+            ),
         ),
-        "phases[0].rank_faults: over finite data",
+        "launches[0].rank_faults: over finite data",
     ),
     "finite-data-not-run-dry": (
         Scenario(
             data=DataSpec(sources=(SourceSpec("a", (200,), exhausted="stop"),), chunk_size=8),
-            phases=(Phase(1, 2),),
+            launches=(Launch(1, 2),),
         ),
-        "phases[0].steps",
+        "launches[0].steps",
     ),
 }
 
@@ -410,34 +469,36 @@ def test_normalising_brings_it_inside_the_rules_and_then_changes_nothing(name: s
 def test_normalising_rederives_refusals_from_the_rule() -> None:
     scenario, _ = REFUSED_OR_REPAIRED["first-launch-flagged"]
     fixed = normalised(scenario)
-    assert [ph.expect_failure for ph in fixed.phases] == [False, True, True]
-    assert fixed.phases[0].expect_error == ""
-    assert all(ph.expect_error == REFUSAL_ERROR for ph in fixed.phases[1:])
+    assert [ph.expect_failure for ph in fixed.launches] == [False, True, True]
+    assert fixed.launches[0].expect_error == ""
+    assert all(ph.expect_error == REFUSAL_ERROR for ph in fixed.launches[1:])
     same_size, _ = REFUSED_OR_REPAIRED["accepted-launch-flagged"]
-    assert not normalised(same_size).phases[1].expect_failure
+    assert not normalised(same_size).launches[1].expect_failure
 
 
 def test_normalising_drops_a_link_fault_no_round_can_time() -> None:
     scenario, _ = REFUSED_OR_REPAIRED["link-fault-on-one-rank"]
     first = normalised(
-        scenario.with_(phases=(replace(scenario.phases[0], retry="lockstep"), scenario.phases[1]))
+        scenario.with_(
+            launches=(replace(scenario.launches[0], retry="lockstep"), scenario.launches[1])
+        )
     )
-    assert first.phases[0].proxy_faults == () and first.phases[0].retry == "none"
+    assert first.launches[0].proxy_faults == () and first.launches[0].retry == "none"
 
 
 def test_normalising_moves_a_fault_to_a_rank_that_writes_its_point() -> None:
     leader, _ = REFUSED_OR_REPAIRED["leader-point-on-a-follower"]
     follower, _ = REFUSED_OR_REPAIRED["follower-point-on-the-leader"]
-    assert normalised(leader).phases[0].proxy_faults[0].rank == 0
-    assert normalised(follower).phases[0].proxy_faults[0].rank == 1
+    assert normalised(leader).launches[0].proxy_faults[0].rank == 0
+    assert normalised(follower).launches[0].proxy_faults[0].rank == 1
 
 
 def test_a_changed_c_at_restore_is_a_refusal_with_zephons_error() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(2, 2, canonical_replicas=4, expect_failure=True, expect_error=CHANGED_C_ERROR),
+        launches=(
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(2, 2, canonical_replicas=4, expect_failure=True, expect_error=CHANGED_C_ERROR),
         ),
     )
     assert scenario.validate() is scenario
@@ -445,12 +506,12 @@ def test_a_changed_c_at_restore_is_a_refusal_with_zephons_error() -> None:
 
 def test_a_refusal_in_a_file_without_expect_error_expects_zephons_error(tmp_path: Path) -> None:
     """Files written before ``expect_error`` existed still load, checking Zephon's refusal."""
-    raw = json.loads(two_phases().to_json())
-    raw["phases"][1]["checkpoints"] = [{"step": 1}]
-    raw["phases"].append({"world_size": 9, "steps": 1, "expect_failure": True})
+    raw = json.loads(two_launches().to_json())
+    raw["launches"][1]["checkpoints"] = [{"step": 1}]
+    raw["launches"].append({"world_size": 9, "steps": 1, "expect_failure": True})
     path = tmp_path / "old-refusal.json"
     path.write_text(json.dumps(raw))
-    assert Scenario.load(path).phases[2].expect_error == REFUSAL_ERROR
+    assert Scenario.load(path).launches[2].expect_error == REFUSAL_ERROR
 
 
 def test_a_free_running_launch_with_a_lag_and_a_policy_is_valid_and_round_trips() -> None:
@@ -461,12 +522,12 @@ def test_a_free_running_launch_with_a_lag_and_a_policy_is_valid_and_round_trips(
 
 
 def test_normalising_a_lag_under_lockstep_makes_the_launch_free_running() -> None:
-    fixed = normalised(_lagged(sync="lockstep")).phases[0]
+    fixed = normalised(_lagged(sync="lockstep")).launches[0]
     assert (fixed.sync, fixed.lags, fixed.retry) == ("free", (RankLag(1),), "skip")
 
 
 def test_normalising_drops_a_lag_it_cannot_place_and_the_policy_with_it() -> None:
-    fixed = normalised(_lagged(lags=(RankLag(1, checkpoint=5),))).phases[0]
+    fixed = normalised(_lagged(lags=(RankLag(1, checkpoint=5),))).launches[0]
     assert (fixed.lags, fixed.retry) == ((), "none")
 
 
@@ -487,18 +548,18 @@ def workers_killed(
     launch checkpoints at its end (for the second to resume) unless told otherwise."""
     s = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, runner="process"),
-        phases=(Phase(2, fault.at_step), Phase(2, 1)),
+        launches=(Launch(2, fault.at_step), Launch(2, 1)),
     )
     if steps is None:
         steps = fault.at_step + child_tail_steps(s, 0, fault.rank)
-    launch = Phase(
+    launch = Launch(
         2,
         steps,
         (CheckpointAt(steps),) if checkpoints is None else checkpoints,
         child_faults=(fault,),
         **first,  # type: ignore[arg-type]
     )
-    return s.with_(phases=(launch, s.phases[1]))
+    return s.with_(launches=(launch, s.launches[1]))
 
 
 TAIL = child_tail_steps(workers_killed(), 0, 1)
@@ -508,58 +569,58 @@ FINITE = DataSpec(sources=(SourceSpec("a", (12,), exhausted="stop"),), chunk_siz
 CHILD_REFUSED: dict[str, tuple[Scenario, str, str]] = {
     "inline-runner": (
         workers_killed().with_(pipeline=PipelineSpec(canonical_replicas=2)),
-        "phases[0].child_faults",
+        "launches[0].child_faults",
         "only runner 'process'",
     ),
     "mtp-mode": (
         workers_killed().with_(
             pipeline=PipelineSpec(canonical_replicas=2, runner="process", mtp_mode=True)
         ),
-        "phases[0].child_faults",
+        "launches[0].child_faults",
         "without mtp_mode",
     ),
     "finite-data": (
         workers_killed().with_(data=FINITE),
-        "phases[0].child_faults",
+        "launches[0].child_faults",
         "over finite data",
     ),
     "beside-a-rank-fault": (
         workers_killed(rank_faults=(RankFault(0, 1, "raise"),)),
-        "phases[0].child_faults",
+        "launches[0].child_faults",
         "no other fault",
     ),
     "beside-a-lag": (
         workers_killed(sync="free", lags=(RankLag(1),), retry="skip"),
-        "phases[0].child_faults",
+        "launches[0].child_faults",
         "no other fault",
     ),
     "at-step-0": (
         workers_killed(ChildFault(1, 0), steps=TAIL),
-        "phases[0].child_faults[0].at_step",
+        "launches[0].child_faults[0].at_step",
         "at step 0 there is nothing to kill",
     ),
     "too-few-steps-after-a-mid-launch-kill": (
         workers_killed(steps=5),
-        "phases[0].steps",
+        "launches[0].steps",
         f"say {2 + TAIL}",
     ),
     "free-running": (
         workers_killed(sync="free"),
-        "phases[0].sync",
+        "launches[0].sync",
         "a child fault needs sync 'lockstep'",
     ),
     "two-kills": (
         # A mid-launch kill's tail would turn a last-step kill into one without a tail.
         workers_killed().with_(
-            phases=(
+            launches=(
                 replace(
-                    workers_killed().phases[0],
+                    workers_killed().launches[0],
                     child_faults=(MID_LAUNCH_KILL, ChildFault(0, 2 + TAIL)),
                 ),
-                workers_killed().phases[1],
+                workers_killed().launches[1],
             )
         ),
-        "phases[0].child_faults",
+        "launches[0].child_faults",
         "another child fault included",
     ),
 }
@@ -568,7 +629,7 @@ CHILD_REFUSED: dict[str, tuple[Scenario, str, str]] = {
 def test_a_child_fault_round_trips_through_json() -> None:
     scenario = workers_killed().validate()
     raw = json.loads(scenario.to_json())
-    assert raw["phases"][0]["child_faults"] == [{"rank": 1, "at_step": 2, "target": "workers"}]
+    assert raw["launches"][0]["child_faults"] == [{"rank": 1, "at_step": 2, "target": "workers"}]
     assert Scenario.from_json(scenario.to_json()) == scenario
 
 
@@ -590,12 +651,12 @@ def test_a_mid_launch_kill_needs_exactly_its_tail_of_steps(at_step: int, microba
     )
     steps = at_step + child_tail_steps(s, 0, 1)
     assert steps * microbatch >= CHILD_TAIL_ROWS
-    first = replace(s.phases[0], steps=steps, checkpoints=(CheckpointAt(steps),))
-    valid = s.with_(phases=(first, s.phases[1]))
+    first = replace(s.launches[0], steps=steps, checkpoints=(CheckpointAt(steps),))
+    valid = s.with_(launches=(first, s.launches[1]))
     assert valid.validate() is valid and normalised(valid) == valid
     short = replace(first, steps=steps - 1, checkpoints=(CheckpointAt(steps - 1),))
     with pytest.raises(ScenarioError, match=re.escape(f"say {steps}")):
-        s.with_(phases=(short, s.phases[1])).validate()
+        s.with_(launches=(short, s.launches[1])).validate()
 
 
 @pytest.mark.parametrize("name", sorted(CHILD_REFUSED))
@@ -614,20 +675,20 @@ def test_normalising_a_child_fault_brings_it_inside_the_rules_and_then_changes_n
 def test_normalising_drops_a_child_fault_where_the_rules_forbid_it(name: str) -> None:
     scenario, _, _ = CHILD_REFUSED[name]
     fixed = normalised(scenario)
-    assert [ph.child_faults for ph in fixed.phases] == [(), ()]
+    assert [ph.child_faults for ph in fixed.launches] == [(), ()]
 
 
 @pytest.mark.parametrize(("drawn", "placed"), [(1, 1), (2, 0), (5, 1)])
 def test_normalising_moves_a_child_fault_onto_a_rank_of_the_launch(drawn: int, placed: int) -> None:
     scenario = workers_killed(ChildFault(drawn, 2), steps=2 + TAIL)
-    assert normalised(scenario).phases[0].child_faults == (ChildFault(placed, 2),)
+    assert normalised(scenario).launches[0].child_faults == (ChildFault(placed, 2),)
 
 
 def test_normalising_a_mid_launch_kill_adds_its_tail_and_moves_the_end_checkpoint() -> None:
     """The checkpoint at the old end moves to the new one (what the replacement workers
     delivered is then compared, and handed on); one before it stays where it was."""
     scenario = workers_killed(steps=5, checkpoints=(CheckpointAt(1), CheckpointAt(5)))
-    first = normalised(scenario).phases[0]
+    first = normalised(scenario).launches[0]
     assert first.steps == 2 + TAIL
     assert first.checkpoints == (CheckpointAt(1), CheckpointAt(2 + TAIL))
     assert first.child_faults == (ChildFault(1, 2),)

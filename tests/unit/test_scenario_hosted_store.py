@@ -13,7 +13,7 @@ from zephon_chaos.dimensions.cells import Dim, Relaunch, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.inproc.refusal import inproc_refusal
-from zephon_chaos.scenario import Phase, Scenario, ScenarioError, StoreFault
+from zephon_chaos.scenario import Launch, Scenario, ScenarioError, StoreFault
 from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.strategies import STORE_FAULT_TIMEOUT_S, scenarios
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
@@ -21,10 +21,10 @@ from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
 CPS = (CheckpointAt(1), CheckpointAt(2))
 
 
-def hosted(*phases: Phase, aggregation: str = "store_explicit") -> Scenario:
+def hosted(*phases: Launch, aggregation: str = "store_explicit") -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
-        phases=phases,
+        launches=phases,
     )
 
 
@@ -34,64 +34,70 @@ def fields(s: Scenario) -> list[str]:
 
 def test_a_store_fault_at_a_round_point_of_the_hosted_store_is_valid_and_round_trips() -> None:
     fault = StoreFault("sigstop", "shard#2", 12.0)
-    s = hosted(Phase(2, 3, CPS, store_faults=(fault,)), Phase(2, 1))
+    s = hosted(Launch(2, 3, CPS, store_faults=(fault,)), Launch(2, 1))
     assert violations(s) == []
-    assert Scenario.from_json(s.to_json()).phases[0].store_faults == s.phases[0].store_faults
+    assert Scenario.from_json(s.to_json()).launches[0].store_faults == s.launches[0].store_faults
 
 
 @pytest.mark.parametrize(
     ("fault", "aggregation", "field"),
     [
-        (StoreFault("kill", "shard"), "store", "phases[0].store_faults"),
-        (StoreFault("explode", "shard"), "store_explicit", "phases[0].store_faults[0].action"),
-        (StoreFault("kill", "start"), "store_explicit", "phases[0].store_faults[0].at"),
-        (StoreFault("kill", "ack#3"), "store_explicit", "phases[0].store_faults[0].at"),
-        (StoreFault("sigstop", "ack", 0.0), "store_explicit", "phases[0].store_faults[0].stall_s"),
+        (StoreFault("kill", "shard"), "store", "launches[0].store_faults"),
+        (StoreFault("explode", "shard"), "store_explicit", "launches[0].store_faults[0].action"),
+        (StoreFault("kill", "start"), "store_explicit", "launches[0].store_faults[0].at"),
+        (StoreFault("kill", "ack#3"), "store_explicit", "launches[0].store_faults[0].at"),
+        (
+            StoreFault("sigstop", "ack", 0.0),
+            "store_explicit",
+            "launches[0].store_faults[0].stall_s",
+        ),
     ],
 )
 def test_a_store_fault_no_run_can_apply_is_named_by_its_field(
     fault: StoreFault, aggregation: str, field: str
 ) -> None:
-    s = hosted(Phase(2, 3, CPS, store_faults=(fault,)), Phase(2, 1), aggregation=aggregation)
+    s = hosted(Launch(2, 3, CPS, store_faults=(fault,)), Launch(2, 1), aggregation=aggregation)
     assert field in fields(s)
     with pytest.raises(ScenarioError, match=field.replace("[", r"\[").replace("]", r"\]")):
         s.validate()
 
 
 def test_a_store_fault_beside_a_rank_fault_is_refused_and_normalising_drops_it() -> None:
-    ph = Phase(
+    ph = Launch(
         2, 3, CPS, rank_faults=(RankFault(1, 3, "sigkill"),), store_faults=(StoreFault("kill"),)
     )
-    s = hosted(ph, Phase(2, 1))
-    assert "phases[0].store_faults" in fields(s)
+    s = hosted(ph, Launch(2, 1))
+    assert "launches[0].store_faults" in fields(s)
     fixed = normalised(s)
-    assert fixed.phases[0].store_faults == () and violations(fixed) == []
+    assert fixed.launches[0].store_faults == () and violations(fixed) == []
 
 
 def test_normalising_times_a_store_fault_by_a_round_and_drops_one_no_round_can_time() -> None:
     at_start = (StoreFault("kill", "start"),)
-    s = normalised(hosted(Phase(2, 3, CPS, store_faults=at_start), Phase(2, 1)))
-    assert s.phases[0].store_faults == (StoreFault("kill", "announce"),)
-    one_rank = normalised(hosted(Phase(1, 3, CPS, store_faults=(StoreFault("kill"),)), Phase(1, 1)))
-    assert one_rank.phases[0].store_faults == ()
+    s = normalised(hosted(Launch(2, 3, CPS, store_faults=at_start), Launch(2, 1)))
+    assert s.launches[0].store_faults == (StoreFault("kill", "announce"),)
+    one_rank = normalised(
+        hosted(Launch(1, 3, CPS, store_faults=(StoreFault("kill"),)), Launch(1, 1))
+    )
+    assert one_rank.launches[0].store_faults == ()
 
 
 def test_restarts_need_a_rank_fault_of_attempt_zero() -> None:
-    bare = hosted(Phase(2, 3, CPS, max_restarts=1), Phase(2, 1))
-    assert "phases[0].max_restarts" in fields(bare)
-    every = hosted(Phase(2, 3, CPS, rank_faults=(RankFault(0, 2, "exit"),), max_restarts=1))
-    assert "phases[0].rank_faults[0].restart" in fields(every)
+    bare = hosted(Launch(2, 3, CPS, max_restarts=1), Launch(2, 1))
+    assert "launches[0].max_restarts" in fields(bare)
+    every = hosted(Launch(2, 3, CPS, rank_faults=(RankFault(0, 2, "exit"),), max_restarts=1))
+    assert "launches[0].rank_faults[0].restart" in fields(every)
     fixed = normalised(every)
-    assert fixed.phases[0].rank_faults == (RankFault(0, 2, "exit", restart=0),)
+    assert fixed.launches[0].rank_faults == (RankFault(0, 2, "exit", restart=0),)
     assert violations(fixed) == []
-    assert normalised(bare).phases[0].max_restarts == 0
+    assert normalised(bare).launches[0].max_restarts == 0
 
 
 def test_a_restarted_launch_may_run_free() -> None:
     """Free-running survivors may leave a round open in the store the restart reuses: a state
     a crash leaves, judged (``dead-round-meets-relaunch``), no longer refused."""
     fault = (RankFault(1, 1, "exit", restart=0),)
-    free = hosted(Phase(2, 3, (CheckpointAt(3),), rank_faults=fault, max_restarts=1, sync="free"))
+    free = hosted(Launch(2, 3, (CheckpointAt(3),), rank_faults=fault, max_restarts=1, sync="free"))
     assert violations(free) == []
     assert normalised(free) == free
 
@@ -100,7 +106,7 @@ def test_a_restarted_launch_may_run_free() -> None:
 @pytest.mark.parametrize("action", ["raise", "exit", "sigkill", "sigterm"])
 def test_a_round_point_fault_under_restarts_is_in_the_space(aggregation: str, action: str) -> None:
     fault = (RankFault(1, 0, action, restart=0, at="shard"),)
-    s = hosted(Phase(2, 3, CPS, rank_faults=fault, max_restarts=1), aggregation=aggregation)
+    s = hosted(Launch(2, 3, CPS, rank_faults=fault, max_restarts=1), aggregation=aggregation)
     assert violations(s) == []
     assert normalised(s) == s
     assert s.restart_kept(0) == CPS[0], "the faulted round's checkpoint may have persisted"
@@ -109,19 +115,19 @@ def test_a_round_point_fault_under_restarts_is_in_the_space(aggregation: str, ac
 def test_a_crash_loop_fires_in_at_most_max_restarts_attempts() -> None:
     """A fault in attempts 0..k-1 and not in k: k failed attempts, then one that runs through."""
     loop = (RankFault(1, 2, "sigkill", restart=0, attempts=2),)
-    s = hosted(Phase(2, 3, (CheckpointAt(1),), rank_faults=loop, max_restarts=2))
+    s = hosted(Launch(2, 3, (CheckpointAt(1),), rank_faults=loop, max_restarts=2))
     assert violations(s) == []
     assert s.reference_steps == 2 * 1 + 3, "each failed attempt keeps its checkpoint's batches"
     assert [loop[0].fires_in(a) for a in range(3)] == [True, True, False]
-    every = replace(s, phases=(replace(s.phases[0], max_restarts=1),))
-    assert "phases[0].rank_faults[0].attempts" in fields(every)
-    assert normalised(every).phases[0].rank_faults[0].attempts == 1
+    every = replace(s, launches=(replace(s.launches[0], max_restarts=1),))
+    assert "launches[0].rank_faults[0].attempts" in fields(every)
+    assert normalised(every).launches[0].rank_faults[0].attempts == 1
 
 
 def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference() -> None:
     """Attempt 0 keeps the batches before checkpoint 0 (step 1); attempt 1 runs its 3 steps."""
     fault = (RankFault(0, 2, "sigkill", restart=0),)
-    s = hosted(Phase(2, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1))
+    s = hosted(Launch(2, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1))
     assert s.restart_kept(0) == CheckpointAt(1)
     assert s.reference_steps == 1 + 3
     assert s.restore_index(0) == 0, "the launch succeeds after the restart: its last checkpoint"
@@ -130,23 +136,23 @@ def test_a_restarted_launch_counts_attempt_zeros_kept_batches_in_the_reference()
 def test_a_restarted_tensor_parallel_launch_keeps_its_checkpoint() -> None:
     """4 ranks at TP 2 are 2 DP groups, within C=2: the checkpoint before the fault counts."""
     fault = (RankFault(0, 2, "sigkill", restart=0),)
-    s = hosted(Phase(4, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1, tp=2))
+    s = hosted(Launch(4, 3, (CheckpointAt(1),), rank_faults=fault, max_restarts=1, tp=2))
     assert s.restart_kept(0) == CheckpointAt(1)
 
 
 @pytest.mark.parametrize(
     ("phase", "field"),
     [
-        (Phase(2, 3, CPS, store_faults=(StoreFault("kill"),)), "store_faults"),
+        (Launch(2, 3, CPS, store_faults=(StoreFault("kill"),)), "store_faults"),
         (
-            Phase(2, 3, CPS, rank_faults=(RankFault(0, 2, "raise", restart=0),), max_restarts=1),
+            Launch(2, 3, CPS, rank_faults=(RankFault(0, 2, "raise", restart=0),), max_restarts=1),
             "max_restarts",
         ),
     ],
 )
-def test_the_in_process_tier_refuses_them_naming_the_field(phase: Phase, field: str) -> None:
+def test_the_in_process_tier_refuses_them_naming_the_field(phase: Launch, field: str) -> None:
     reason = inproc_refusal(hosted(phase).validate())
-    assert reason is not None and reason.startswith(f"scenario.phases[0].{field}:")
+    assert reason is not None and reason.startswith(f"scenario.launches[0].{field}:")
 
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -156,7 +162,7 @@ SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=list(
 @given(scenarios(tier="torchrun"))
 def test_generated_hosted_store_faults_and_restarts_obey_the_rules(s: Scenario) -> None:
     assert violations(s) == []
-    for ph in s.phases:
+    for ph in s.launches:
         if ph.store_faults:
             assert s.pipeline.aggregation == "store_explicit"
             assert s.pipeline.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
@@ -168,13 +174,13 @@ def test_generated_hosted_store_faults_and_restarts_obey_the_rules(s: Scenario) 
 def test_the_strategies_reach_each_hosted_store_fault_and_land_on_its_cell(action: str) -> None:
     s = find(
         scenarios(tier="torchrun"),
-        lambda s: any(f.action == action for ph in s.phases for f in ph.store_faults),
+        lambda s: any(f.action == action for ph in s.launches for f in ph.store_faults),
         settings=settings(
             max_examples=3000, deadline=None, database=None, phases=(HPhase.generate,)
         ),
     )
     # The scenario may hold several store faults; the cell is the one of the fault found.
-    f = next(f for ph in s.phases for f in ph.store_faults if f.action == action)
+    f = next(f for ph in s.launches for f in ph.store_faults if f.action == action)
     landed = cell(Dim.HOSTED_STORE_FAULT, action, f.at.partition("#")[0])
     space = declare("torchrun")
     assert landed in cells_of(s, None) and space.why_not(landed) is None
@@ -184,7 +190,7 @@ def test_the_strategies_reach_a_hosted_store_fault_under_the_process_runner() ->
     """The recipe's runner: the rank process runs the round, so its store can be faulted."""
     find(
         scenarios(tier="torchrun"),
-        lambda s: s.pipeline.runner == "process" and any(ph.store_faults for ph in s.phases),
+        lambda s: s.pipeline.runner == "process" and any(ph.store_faults for ph in s.launches),
         settings=settings(
             max_examples=3000, deadline=None, database=None, phases=(HPhase.generate,)
         ),
@@ -201,8 +207,8 @@ def test_the_declared_space_says_why_threads_reach_no_hosted_store_fault_or_rest
 
 
 def test_a_relaunch_after_a_crash_against_the_hosted_store_lands_on_its_cell() -> None:
-    crash = Phase(2, 3, CPS, rank_faults=(RankFault(1, 2, "sigkill"),))
-    s = hosted(crash, Phase(2, 1)).validate()
+    crash = Launch(2, 3, CPS, rank_faults=(RankFault(1, 2, "sigkill"),))
+    s = hosted(crash, Launch(2, 1)).validate()
     assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) in cells_of(s, None)
     torchruns = replace(s, pipeline=replace(s.pipeline, aggregation="store"))
     assert cell(Dim.RELAUNCH, Relaunch.SURVIVING_STORE.value) not in cells_of(torchruns, None)
@@ -219,7 +225,7 @@ def test_the_strategies_draw_it_under_restarts(drawn: object) -> None:
     """What the removed refusals kept out, the torchrun tier now draws beside restarts."""
     found = find(
         scenarios(tier="torchrun"),
-        lambda s: any(ph.max_restarts and drawn(ph) for ph in s.phases),  # type: ignore[operator]
+        lambda s: any(ph.max_restarts and drawn(ph) for ph in s.launches),  # type: ignore[operator]
         settings=settings(max_examples=3000, deadline=None, phases=[HPhase.generate]),
     )
     assert violations(found) == []

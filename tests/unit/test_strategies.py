@@ -38,7 +38,7 @@ from zephon_chaos.strategies import (
     persist_odds,
     scenarios,
 )
-from zephon_chaos.validation.values import (
+from zephon_chaos.validation.value_sets import (
     AGGREGATE_COMPRESSORS,
     AGGREGATE_SERIALIZERS,
     SHUTDOWN_MODES,
@@ -74,7 +74,7 @@ TIERS = ("inproc", "inproc+store-faults", "torchrun", "torchrun+store-faults")
 )
 def test_every_generated_scenario_is_valid_and_round_trips(scenario: Scenario) -> None:
     assert Scenario.from_json(scenario.to_json()) == scenario
-    for i, ph in enumerate(scenario.phases):
+    for i, ph in enumerate(scenario.launches):
         refused = ph.dp > scenario.canonical_replicas(i)  # DP groups, not ranks
         assert refused == ph.expect_failure
         if refused:
@@ -111,7 +111,7 @@ def test_the_in_process_tier_gets_only_what_threads_can_run(scenario: Scenario) 
 def _resumes(s: Scenario) -> list[tuple[int, int, bool]]:
     """(from, to, mid-window) of every launch that restores a checkpoint."""
     out, taken = [], None
-    for i, ph in enumerate(s.phases):
+    for i, ph in enumerate(s.launches):
         if ph.expect_failure:
             continue
         if taken is not None:
@@ -123,7 +123,7 @@ def _resumes(s: Scenario) -> list[tuple[int, int, bool]]:
 
 
 def _is_mid_window(s: Scenario, i: int, k: int) -> bool:
-    ph = s.phases[i]
+    ph = s.launches[i]
     _, extra = sorted({(c.step, c.extra) for c in ph.checkpoints})[k]
     per = lanes_per_rank(ph.world_size, s.canonical_replicas(i), s.pipeline.mapping)
     return any(0 < min(extra, p) < p for p in per)
@@ -132,35 +132,35 @@ def _is_mid_window(s: Scenario, i: int, k: int) -> bool:
 def _mid_window(s: Scenario) -> bool:
     return any(
         0 < c.extra < max(lanes_per_rank(ph.world_size, s.canonical_replicas(i), "contiguous"))
-        for i, ph in enumerate(s.phases)
+        for i, ph in enumerate(s.launches)
         if not ph.expect_failure
         for c in ph.checkpoints
     )
 
 
 REACHABLE: dict[str, Callable[[Scenario], bool]] = {
-    "five launches": lambda s: len(s.phases) == 5,
+    "five launches": lambda s: len(s.launches) == 5,
     "the same size again": lambda s: any(a == b for a, b, _ in _resumes(s)),
     "growth": lambda s: any(a < b for a, b, _ in _resumes(s)),
     "shrink": lambda s: any(a > b for a, b, _ in _resumes(s)),
     "G not dividing C": lambda s: any(
-        s.pipeline.canonical_replicas % ph.world_size for ph in s.phases if not ph.expect_failure
+        s.pipeline.canonical_replicas % ph.world_size for ph in s.launches if not ph.expect_failure
     ),
-    "G > C refused": lambda s: any(ph.expect_failure for ph in s.phases),
+    "G > C refused": lambda s: any(ph.expect_failure for ph in s.launches),
     "checkpoint at step 0": lambda s: any(
-        (c.step, c.extra) == (0, 0) for ph in s.phases for c in ph.checkpoints
+        (c.step, c.extra) == (0, 0) for ph in s.launches for c in ph.checkpoints
     ),
     "mid-window checkpoint": _mid_window,
-    "data that runs out": lambda s: s.phases[-1].steps == RUN_DRY_STEPS,
+    "data that runs out": lambda s: s.launches[-1].steps == RUN_DRY_STEPS,
     "json persistence": lambda s: s.persist_format == "json",
     "torch persistence": lambda s: s.persist_format == "torch",
     "explicit store": lambda s: s.pipeline.aggregation == "store_explicit",
     "directory aggregation": lambda s: s.pipeline.aggregation == "dir",
     "threads runner": lambda s: s.pipeline.runner == "threads",
-    "crash then relaunch": lambda s: any(ph.rank_faults for ph in s.phases[:-1]),
+    "crash then relaunch": lambda s: any(ph.rank_faults for ph in s.launches[:-1]),
     "relaunch from the same checkpoint": lambda s: any(
-        ph.rank_faults and s.restore_index(i) is None and 0 < i < len(s.phases) - 1
-        for i, ph in enumerate(s.phases)
+        ph.rank_faults and s.restore_index(i) is None and 0 < i < len(s.launches) - 1
+        for i, ph in enumerate(s.launches)
     ),
 }
 
@@ -175,9 +175,9 @@ def test_the_inproc_strategy_reaches(feature: str) -> None:
     [
         lambda s: s.pipeline.runner == "process",
         lambda s: s.pipeline.mtp_mode,
-        lambda s: any(f.action == "sigkill" for ph in s.phases for f in ph.rank_faults),
-        lambda s: any(ph.launch == "c10d" for ph in s.phases),
-        lambda s: any(ph.launch == "static" for ph in s.phases),
+        lambda s: any(f.action == "sigkill" for ph in s.launches for f in ph.rank_faults),
+        lambda s: any(ph.path == "c10d" for ph in s.launches),
+        lambda s: any(ph.path == "static" for ph in s.launches),
     ],
     ids=["process-runner", "mtp-mode", "sigkill", "c10d-path", "static-path"],
 )
@@ -186,7 +186,7 @@ def test_the_torchrun_strategy_reaches_what_only_processes_have(feature) -> None
 
 
 def _link_faults(s: Scenario) -> list[tuple[int, ProxyFault, str]]:
-    return [(i, f, ph.retry) for i, ph in enumerate(s.phases) for f in ph.proxy_faults]
+    return [(i, f, ph.retry) for i, ph in enumerate(s.launches) for f in ph.proxy_faults]
 
 
 STORE_FAULTS = scenarios(tier="torchrun", store_faults=True)
@@ -227,7 +227,7 @@ def test_a_link_fault_can_act_where_it_is_placed(scenario: Scenario) -> None:
     round and store traffic; a scenario with link faults fails its rounds in seconds."""
     faults = _link_faults(scenario)
     for i, fault, _ in faults:
-        ph = scenario.phases[i]
+        ph = scenario.launches[i]
         assert ph.world_size >= 2 and ph.checkpoints and not ph.rank_faults
         restored = any(scenario.restore_index(j) is not None for j in range(i))
         assert not (restored and CheckpointAt(0) in ph.checkpoints)  # refusals restore nothing
@@ -238,7 +238,7 @@ def test_a_link_fault_can_act_where_it_is_placed(scenario: Scenario) -> None:
             assert 1 <= fault.rank < ph.world_size
         else:
             assert 0 <= fault.rank < ph.world_size
-    for ph in scenario.phases:
+    for ph in scenario.launches:
         if not ph.proxy_faults and not any(f.at_round for f in ph.rank_faults) and not ph.lags:
             assert ph.retry == "none"
     if faults:
@@ -249,7 +249,9 @@ def test_a_link_fault_can_act_where_it_is_placed(scenario: Scenario) -> None:
 
 
 def _point_faults(s: Scenario) -> list[tuple[int, RankFault, str]]:
-    return [(i, f, ph.retry) for i, ph in enumerate(s.phases) for f in ph.rank_faults if f.at_round]
+    return [
+        (i, f, ph.retry) for i, ph in enumerate(s.launches) for f in ph.rank_faults if f.at_round
+    ]
 
 
 TORCHRUN = scenarios(tier="torchrun")
@@ -294,7 +296,7 @@ def test_a_round_point_rank_fault_can_fire_where_it_is_placed(scenario: Scenario
     """Alone in its launch, on a rank that writes its point, in a round the launch runs,
     through a store the rank's own process writes to, failing its round in seconds."""
     for i, f, _ in _point_faults(scenario):
-        ph, p = scenario.phases[i], scenario.pipeline
+        ph, p = scenario.launches[i], scenario.pipeline
         point = rank_point(f)
         assert point is not None and ph.rank_faults == (f,) and not ph.proxy_faults
         assert f.action in RANK_POINT_ACTIONS and 1 <= point[1] <= len(ph.checkpoints)
@@ -304,7 +306,7 @@ def test_a_round_point_rank_fault_can_fire_where_it_is_placed(scenario: Scenario
         assert (f.rank == 0) == (point[0] in LEADER_POINTS) or point[0] in ("shard", "participants")
         assert point[0] != "ack" or f.rank > 0
         assert p.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
-    for ph in scenario.phases:
+    for ph in scenario.launches:
         assert not any(f.action == "sigstop" and not f.at_round for f in ph.rank_faults)
 
 
@@ -315,7 +317,7 @@ INPROC_LINKS = scenarios(tier="inproc", store_faults=True)
     "feature",
     [
         *[
-            lambda s, t=t: any(f.toxic == t for ph in s.phases for f in ph.proxy_faults)
+            lambda s, t=t: any(f.toxic == t for ph in s.launches for f in ph.proxy_faults)
             for t in THREAD_TOXICS
         ],
         *[
@@ -335,9 +337,9 @@ def test_the_in_process_strategy_reaches_link_faults_and_round_point_raises(feat
 
 def test_the_simplest_scenario_is_one_rank_one_lane_one_launch() -> None:
     s = find(scenarios(), lambda s: True, settings=SHRINK)
-    assert [ph.world_size for ph in s.phases] == [1]
+    assert [ph.world_size for ph in s.launches] == [1]
     assert s.pipeline.canonical_replicas == 1
-    assert not any(ph.rank_faults for ph in s.phases)
+    assert not any(ph.rank_faults for ph in s.launches)
     assert (s.pipeline.aggregation, s.persist_format, s.pipeline.runner) == (
         "store",
         "pickle",
@@ -354,14 +356,14 @@ def test_a_mid_window_resize_shrinks_to_two_launches_of_one_and_two_ranks() -> N
     )
     # Hypothesis may stop at 2 -> 1 over C=3, one move short of 1 -> 2 over C=2 (the
     # explorer's polishing pass makes that move; tests/unit/test_explore.py checks it).
-    assert sorted(ph.world_size for ph in s.phases) == [1, 2]
+    assert sorted(ph.world_size for ph in s.launches) == [1, 2]
     assert s.pipeline.canonical_replicas <= 3
-    assert any(c.extra for ph in s.phases for c in ph.checkpoints)
+    assert any(c.extra for ph in s.launches for c in ph.checkpoints)
 
 
 def test_a_refusal_shrinks_to_two_ranks_over_one_lane() -> None:
-    s = find(scenarios(), lambda s: any(ph.expect_failure for ph in s.phases), settings=SHRINK)
-    assert [ph.world_size for ph in s.phases] == [2]
+    s = find(scenarios(), lambda s: any(ph.expect_failure for ph in s.launches), settings=SHRINK)
+    assert [ph.world_size for ph in s.launches] == [2]
     assert s.pipeline.canonical_replicas == 1
 
 
@@ -465,7 +467,7 @@ def test_an_unknown_profile_is_refused_by_name() -> None:
 
 
 def _child_faults(s: Scenario) -> list[tuple[int, ChildFault]]:
-    return [(i, f) for i, ph in enumerate(s.phases) for f in ph.child_faults]
+    return [(i, f) for i, ph in enumerate(s.launches) for f in ph.child_faults]
 
 
 CHILDREN = scenarios(tier="torchrun", profile="downstream", faults=True)
@@ -476,8 +478,8 @@ CHILDREN = scenarios(tier="torchrun", profile="downstream", faults=True)
     "feature",
     [
         lambda s: bool(_child_faults(s)),
-        lambda s: any(f.at_step < s.phases[i].steps for i, f in _child_faults(s)),
-        lambda s: any(f.at_step == s.phases[i].steps for i, f in _child_faults(s)),
+        lambda s: any(f.at_step < s.launches[i].steps for i, f in _child_faults(s)),
+        lambda s: any(f.at_step == s.launches[i].steps for i, f in _child_faults(s)),
     ],
     ids=["any", "mid-launch", "last-step"],
 )
@@ -492,7 +494,7 @@ def test_a_child_fault_is_drawn_only_where_it_can_act(scenario: Scenario) -> Non
     of its ranks; a mid-launch kill leaves its rank CHILD_TAIL_ROWS rows to draw."""
     assert violations(scenario) == [] and scenario.validate() is scenario
     for i, f in _child_faults(scenario):
-        ph, p = scenario.phases[i], scenario.pipeline
+        ph, p = scenario.launches[i], scenario.pipeline
         assert (p.runner, p.mtp_mode, is_finite(scenario.data)) == ("process", False, False)
         assert not (ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags)
         assert ph.sync == "lockstep" and not ph.expect_failure

@@ -20,13 +20,13 @@ REACH = settings(
 
 
 def _lagged(s: Scenario) -> list[tuple[int, str]]:
-    return [(lag.rank, ph.retry) for ph in s.phases for lag in ph.lags]
+    return [(lag.rank, ph.retry) for ph in s.launches for lag in ph.lags]
 
 
 @pytest.mark.parametrize(
     "feature",
     [
-        lambda s: any(ph.sync == "free" and not ph.lags for ph in s.phases),
+        lambda s: any(ph.sync == "free" and not ph.lags for ph in s.launches),
         *[lambda s, r=r: any(x == r for _, x in _lagged(s)) for r in LAG_RETRIES],
         lambda s: any(rank == 0 for rank, _ in _lagged(s)),
         lambda s: any(rank != 0 for rank, _ in _lagged(s)),
@@ -40,16 +40,16 @@ def test_the_torchrun_strategy_reaches(feature) -> None:
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(scenarios(tier="inproc"))
 def test_in_process_ranks_always_arrive_in_lockstep(scenario: Scenario) -> None:
-    assert all(ph.sync == "lockstep" and not ph.lags for ph in scenario.phases)
+    assert all(ph.sync == "lockstep" and not ph.lags for ph in scenario.launches)
 
 
 @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(scenarios(tier="torchrun"))
 def test_a_lagged_scenario_obeys_the_rules_and_fails_its_round_in_seconds(s: Scenario) -> None:
     assert violations(s) == []
-    if any(ph.lags for ph in s.phases):
+    if any(ph.lags for ph in s.launches):
         assert s.pipeline.aggregate_timeout_s == STORE_FAULT_TIMEOUT_S
-    for ph in s.phases:
+    for ph in s.launches:
         assert not ph.lags or (ph.sync == "free" and ph.world_size >= 2)
         assert ph.sync == "lockstep" or ph.world_size >= 2
 
@@ -57,10 +57,10 @@ def test_a_lagged_scenario_obeys_the_rules_and_fails_its_round_in_seconds(s: Sce
 @pytest.mark.parametrize(
     "feature",
     [
-        lambda s: any(ph.retry == "independent" and ph.lags for ph in s.phases),
-        lambda s: any(lag.by >= 1 for ph in s.phases for lag in ph.lags),
+        lambda s: any(ph.retry == "independent" and ph.lags for ph in s.launches),
+        lambda s: any(lag.by >= 1 for ph in s.launches for lag in ph.lags),
         lambda s: any(
-            lag.by >= 1 and ph.retry == "independent" for ph in s.phases for lag in ph.lags
+            lag.by >= 1 and ph.retry == "independent" for ph in s.launches for lag in ph.lags
         ),
     ],
     ids=["independent-beside-a-lag", "drift", "drift-retrying-alone"],

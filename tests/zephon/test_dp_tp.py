@@ -14,15 +14,15 @@ from zephon_chaos.dimensions.cells import Dim, LayoutChange
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.lanes import lanes_of
 from zephon_chaos.oracles.dp_groups import divergences
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 pytestmark = pytest.mark.cpu
 
 C = 4
-TRAJECTORY = (Phase(4, 2, (CheckpointAt(1),), tp=2), Phase(2, 2, (CheckpointAt(1),), tp=2))
+TRAJECTORY = (Launch(4, 2, (CheckpointAt(1),), tp=2), Launch(2, 2, (CheckpointAt(1),), tp=2))
 """2 x 2 (4 ranks), then 1 x 2: DP changes, TP fixed."""
-MORE = (Phase(2, 2, (CheckpointAt(1),)), Phase(4, 2, tp=2))
+MORE = (Launch(2, 2, (CheckpointAt(1),)), Launch(4, 2, tp=2))
 """Then 2 x 1 (DP and TP change), then 2 x 2 (TP changes, DP fixed)."""
 
 
@@ -30,7 +30,7 @@ def test_dp_x_tp_resumes_keep_global_batches_and_each_groups_batches_identical(
     resume_check,
 ) -> None:
     scenario = Scenario(
-        pipeline=PipelineSpec(canonical_replicas=C), phases=TRAJECTORY + MORE, name="dp-x-tp"
+        pipeline=PipelineSpec(canonical_replicas=C), launches=TRAJECTORY + MORE, name="dp-x-tp"
     ).validate()
     changes = {c.value[0] for c in cells_of(scenario, None) if c.dim is Dim.LAYOUT_CHANGE}
     assert changes == {change.value for change in LayoutChange}

@@ -15,7 +15,7 @@ import pytest
 
 from zephon_chaos.problem import Area
 from zephon_chaos.runner.verify import MAX_CHECKPOINTS, MAX_WORLDS
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankLag
 
 pytestmark = [pytest.mark.cpu, pytest.mark.chaos, pytest.mark.slow]
@@ -27,8 +27,8 @@ def drifted() -> Scenario:
     """One launch of 2 ranks, 3 checkpoints, rank 1 one interval behind the leader."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2,
                 3,
                 (CheckpointAt(1), CheckpointAt(2), CheckpointAt(3)),

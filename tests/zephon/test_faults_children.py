@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from zephon_chaos.explore.known import KILLED_WORKER_ORPHANS_QUEUE_LOCK, explaining, judged_ok
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import normalised
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD
 from zephon_chaos.workload.spec import (
@@ -37,14 +37,14 @@ def killed_workers(at_step: int) -> Scenario:
     scenario = Scenario(
         data=DataSpec(sources=(SourceSpec("a", shards=(40, 40, 40, 40), exhausted="repeat"),)),
         pipeline=PipelineSpec(canonical_replicas=4, runner="process"),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2,
                 5,
                 (CheckpointAt(5),),
                 child_faults=(ChildFault(VICTIM, at_step),),
             ),
-            Phase(1, 3),
+            Launch(1, 3),
         ),
         name=f"workers-killed-at-{at_step}",
     )
@@ -67,7 +67,7 @@ def test_workers_killed_mid_launch_are_replaced_and_every_lane_continues_exactly
     good, docs/findings.md), which the explorer reached this way, and nothing else is
     allowed."""
     scenario = killed_workers(at_step=2)
-    assert scenario.phases[0].steps > 5  # drawn on past what Zephon's buffers hold
+    assert scenario.launches[0].steps > 5  # drawn on past what Zephon's buffers hold
     outcome = resume_check(scenario)
     (kill,) = child_events(outcome, CHILD_FAULT_RECORD)
     assert kill["killed"], kill
@@ -87,7 +87,7 @@ def test_workers_killed_at_the_last_step_leave_the_checkpoint_and_the_close_whol
     consumer stops drawing: the known idle-worker defect (docs/findings.md) may hang the close,
     and is the only thing allowed to."""
     scenario = killed_workers(at_step=5)
-    assert scenario.phases[0].steps == 5
+    assert scenario.launches[0].steps == 5
     outcome = resume_check(scenario)
     assert judged_ok(outcome), outcome.report()
     (kill,) = child_events(outcome, CHILD_FAULT_RECORD)

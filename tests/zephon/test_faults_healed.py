@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from zephon_chaos.oracles.healing import HealOutcome
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.spec import ROUND_END, CheckpointAt, PipelineSpec
 
 pytestmark = [pytest.mark.cpu, pytest.mark.chaos]
@@ -24,11 +24,11 @@ def healed(fault: ProxyFault) -> Scenario:
     """The first of two launches faulted; the lockstep retry; a relaunch resumes."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,), retry="lockstep"
             ),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
         name="healed-link",
     )

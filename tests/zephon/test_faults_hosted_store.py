@@ -22,7 +22,7 @@ from zephon_chaos.faults.restart import restored_from
 from zephon_chaos.launch.store_process import StoreAction
 from zephon_chaos.nemeses.hosted_store import StoreFaultLaunch, writer_of
 from zephon_chaos.oracles.faults import COMPLETED, FAILED
-from zephon_chaos.scenario import Phase, Scenario, StoreFault
+from zephon_chaos.scenario import Launch, Scenario, StoreFault
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
 
 pytestmark = [pytest.mark.cpu, pytest.mark.chaos]
@@ -36,7 +36,7 @@ ACTED = {
 }
 
 
-def faulted_scenario(fault: StoreFault, *phases: Phase, runner: str = "inline") -> Scenario:
+def faulted_scenario(fault: StoreFault, *phases: Launch, runner: str = "inline") -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(
             canonical_replicas=2,
@@ -44,7 +44,7 @@ def faulted_scenario(fault: StoreFault, *phases: Phase, runner: str = "inline") 
             aggregation="store_explicit",
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(Phase(2, 3, CPS, store_faults=(fault,)), *(phases or (Phase(2, 2),))),
+        launches=(Launch(2, 3, CPS, store_faults=(fault,)), *(phases or (Launch(2, 2),))),
         name=f"hosted-{fault.action}",
     ).validate()
 
@@ -111,10 +111,10 @@ def test_a_stall_past_the_bound_is_the_known_defect_and_a_relaunch_on_the_same_n
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
         ),
-        phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(2, 3, CPS, store_faults=(stall,)),
-            Phase(2, 2),
+        launches=(
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(2, 3, CPS, store_faults=(stall,)),
+            Launch(2, 2),
         ),
         deployment=Deployment(run_id="fixed"),
         name="hosted-stall-same-namespace",
@@ -143,7 +143,7 @@ def test_a_store_killed_at_an_acknowledgement_fails_the_round_within_the_known_d
         pipeline=PipelineSpec(
             canonical_replicas=4, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
         ),
-        phases=(Phase(4, 3, CPS, store_faults=(kill,)), Phase(2, 2)),
+        launches=(Launch(4, 3, CPS, store_faults=(kill,)), Launch(2, 2)),
         name="hosted-kill-at-ack",
     ).validate()
     outcome = resume_check(scenario)
@@ -166,15 +166,15 @@ def test_torchrun_restarts_a_scenario_launch_from_its_latest_checkpoint(
     attempt 1 resumes it, then the next launch resumes attempt 1's last checkpoint."""
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S * 5),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2,
                 3,
                 (CheckpointAt(1), CheckpointAt(3)),
                 rank_faults=(RankFault(1, 2, action, restart=0),),
                 max_restarts=1,
             ),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
         name=f"restart-{action}",
     ).validate()

@@ -20,7 +20,7 @@ import pytest
 from zephon_chaos.launch.exitcodes import describe
 from zephon_chaos.oracles import faults as oracle
 from zephon_chaos.oracles.global_batches import PhaseRecords
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import read_phase
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec, RankFault
 
@@ -70,9 +70,9 @@ def test_a_crashed_group_relaunches_from_its_last_checkpoint(
             aggregation=aggregation,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(
-            Phase(first, 3, (CheckpointAt(1),), rank_faults=(RankFault(victim, 2, action),)),
-            Phase(then, 2),
+        launches=(
+            Launch(first, 3, (CheckpointAt(1),), rank_faults=(RankFault(victim, 2, action),)),
+            Launch(then, 2),
         ),
         name=f"{action}-{aggregation}",
     )

@@ -18,7 +18,7 @@ import pytest
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.nemeses.round_faults import DEATH_WORDS, RoundFaultLaunch
 from zephon_chaos.oracles import faults as oracle
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
 
 pytestmark = [pytest.mark.cpu, pytest.mark.chaos]
@@ -96,9 +96,9 @@ def faulted_scenario(
             aggregation=aggregation,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(
-            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(fault,), retry=retry),  # type: ignore[arg-type]
-            Phase(2, 2),
+        launches=(
+            Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(fault,), retry=retry),  # type: ignore[arg-type]
+            Launch(2, 2),
         ),
         name=f"{fault.action}-{fault.at}-r{fault.rank}",
     ).validate()
@@ -185,10 +185,10 @@ def test_a_link_fault_on_the_harness_hosted_store(resume_check) -> None:
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=TIMEOUT_S
         ),
-        phases=(
-            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)),
+        launches=(
+            Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)),
                   proxy_faults=(ProxyFault(1, "down", at="shard#2"),)),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
         name="cut-explicit",
     ).validate()
@@ -213,10 +213,10 @@ def test_a_stalled_link_is_the_known_defect_within_a_short_deadline(resume_check
     stall = ProxyFault(1, "timeout", {"timeout": 0}, at="shard#2")
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
-            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(stall,),
+        launches=(
+            Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(stall,),
                   retry="lockstep"),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
         name="stall",
     ).validate()

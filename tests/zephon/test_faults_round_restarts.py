@@ -18,7 +18,7 @@ import pytest
 from zephon_chaos.explore import known
 from zephon_chaos.faults.interposer import read_events
 from zephon_chaos.faults.restart import MET_ROUND
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import read_rank
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankFault
 
@@ -38,7 +38,7 @@ def crashed_in_round(aggregation: str) -> Scenario:
             aggregation=aggregation,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(Phase(2, 3, CPS, rank_faults=(fault,), max_restarts=1), Phase(2, 2)),
+        launches=(Launch(2, 3, CPS, rank_faults=(fault,), max_restarts=1), Launch(2, 2)),
         name=f"restart-in-round-{aggregation}",
     ).validate()
 

@@ -20,7 +20,7 @@ import pytest
 
 from zephon_chaos.nemeses.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as oracle
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec
 
 pytestmark = [pytest.mark.cpu, pytest.mark.chaos]
@@ -239,9 +239,9 @@ def test_a_failed_round_resumes_from_the_previous_checkpoint(
             runner=runner,  # type: ignore[arg-type]
             aggregate_timeout_s=TIMEOUT_S,
         ),
-        phases=(
-            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
-            Phase(2, 2),
+        launches=(
+            Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
+            Launch(2, 2),
         ),
         name=f"{fault.toxic}-{fault.at}-then-resume",
     )
@@ -269,9 +269,9 @@ def test_a_proxy_faulted_phase_resumes_on_another_world_size(
 ) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=6, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
-            Phase(3, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
-            Phase(2, 2),
+        launches=(
+            Launch(3, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
+            Launch(2, 2),
         ),
         name=f"{fault.toxic}-3-2",
     )
@@ -451,15 +451,15 @@ def test_a_peer_lost_before_the_lockstep_meeting_is_a_cause_not_a_finding(resume
     closed gloo connection. It never reached Zephon's round: that is its cause, named."""
     from zephon_chaos.explore.known import judged_ok, unexplained
     from zephon_chaos.rank.meetings import MEETING_LOST
-    from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+    from zephon_chaos.scenario import Launch, ProxyFault, Scenario
     from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
     scenario = Scenario(
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=2.0
         ),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2,
                 1,
                 (CheckpointAt(1),),

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.launch import GroupResult, LaunchSpec
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import RankRecord, RecordWriter, read_phase, read_rank
 from zephon_chaos.workload.spec import (
     CheckpointAt,
@@ -37,9 +37,9 @@ def save_and_restore(world_sizes: tuple[int, int], **pipeline: object) -> Scenar
     return Scenario(
         data=DataSpec(),
         pipeline=PipelineSpec(canonical_replicas=4, **pipeline),  # type: ignore[arg-type]
-        phases=(
-            Phase(world_size=first, steps=2, checkpoints=(CheckpointAt(2),)),
-            Phase(world_size=second, steps=2),
+        launches=(
+            Launch(world_size=first, steps=2, checkpoints=(CheckpointAt(2),)),
+            Launch(world_size=second, steps=2),
         ),
         backend="nccl",
         name=f"nccl-{first}-{second}",

@@ -15,7 +15,7 @@ import pytest
 
 from zephon_chaos.nemeses.store_proxies import DOWN
 from zephon_chaos.oracles.liveness import Effect, LivenessBounds, Stall, Step
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 pytestmark = [pytest.mark.cpu, pytest.mark.chaos]
@@ -28,15 +28,15 @@ def test_the_liveness_oracle_measures_a_real_failed_round(
 ) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2,
                 3,
                 (CheckpointAt(1), CheckpointAt(2)),
                 proxy_faults=(ProxyFault(1, DOWN, at="shard#2"),),
                 retry="lockstep",
             ),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
         name="liveness-cut",
     )

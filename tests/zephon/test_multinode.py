@@ -19,7 +19,7 @@ import pytest
 from zephon_chaos.launch import GroupResult, LaunchSpec
 from zephon_chaos.launch.netns import Cut, CutKind, named_namespaces, processes_in
 from zephon_chaos.oracles import faults as fault_oracle
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import RankRecord, read_phase
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec, WorkloadSpec
 
@@ -46,9 +46,9 @@ def test_a_group_over_two_hosts_resumes_with_identical_batches(
 ) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
-        phases=(
-            Phase(2, 2, (CheckpointAt(2),), launch="c10d", hosts=2),
-            Phase(4, 2, launch="c10d", hosts=2),
+        launches=(
+            Launch(2, 2, (CheckpointAt(2),), path="c10d", hosts=2),
+            Launch(4, 2, path="c10d", hosts=2),
         ),
         name="two-hosts-1-then-2-ranks",
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from zephon_chaos.problem import Kind
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.problem import ProblemKind
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.plants import PLANTS
 from zephon_chaos.workload.spec import CheckpointAt
 
@@ -47,7 +47,7 @@ def test_every_plant_has_a_row() -> None:
 def test_a_planted_defect_is_caught_with_its_evidence(resume_check, plant: str) -> None:
     checkpoint, evidence = CAUGHT[plant]
     scenario = Scenario(
-        phases=(Phase(2, checkpoint.step + 1, (checkpoint,)), Phase(3, 2)),
+        launches=(Launch(2, checkpoint.step + 1, (checkpoint,)), Launch(3, 2)),
         plant=plant,
         name=f"plant-{plant}",
     )
@@ -62,17 +62,20 @@ def test_a_planted_defect_is_caught_with_its_evidence(resume_check, plant: str) 
 @pytest.mark.parametrize(
     ("plant", "kinds"),
     [
-        ("swap_draw_order", {Kind.RANK_SEQUENCE_DIVERGED}),
-        ("draw_lane_by_lane", {Kind.RANK_SEQUENCE_DIVERGED, Kind.TRAINER_STEP_DIVERGED}),
+        ("swap_draw_order", {ProblemKind.RANK_SEQUENCE_DIVERGED}),
+        (
+            "draw_lane_by_lane",
+            {ProblemKind.RANK_SEQUENCE_DIVERGED, ProblemKind.TRAINER_STEP_DIVERGED},
+        ),
     ],
 )
 def test_a_reordered_draw_is_caught_where_every_lane_stream_holds(
-    resume_check, plant: str, kinds: set[Kind]
+    resume_check, plant: str, kinds: set[ProblemKind]
 ) -> None:
     """Same lanes, mid-window: rank 0 goes on with its turn at lane 1, then draws out of it.
     Every lane's stream is the reference's; only what rank 0's trainer consumed is not."""
     scenario = Scenario(
-        phases=(Phase(2, 2, (CheckpointAt(1, 1),)), Phase(2, 2)),
+        launches=(Launch(2, 2, (CheckpointAt(1, 1),)), Launch(2, 2)),
         plant=plant,
         name=f"plant-{plant}-same-lanes",
     )

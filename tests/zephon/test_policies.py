@@ -16,7 +16,7 @@ import pytest
 from zephon_chaos.explore.known import judged_ok, unexplained
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.policies import RoundOutcome, judge
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec, RankLag
 
 pytestmark = [pytest.mark.cpu, pytest.mark.chaos]
@@ -34,8 +34,8 @@ def lagged(retry: str, checkpoints: int = 3) -> Scenario:
     """Rank 1 late for the second checkpoint (index 1) of the first launch, then a resume."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=TIMEOUT_S),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2,
                 checkpoints,
                 tuple(CheckpointAt(k) for k in range(1, checkpoints + 1)),
@@ -43,7 +43,7 @@ def lagged(retry: str, checkpoints: int = 3) -> Scenario:
                 sync="free",
                 lags=(RankLag(1, checkpoint=1),),
             ),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
         name=f"lag-{retry}",
     )

@@ -28,7 +28,7 @@ from zephon_chaos.explore.known import (
 from zephon_chaos.explore.property import ScenarioProperty
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.strategies import scenarios
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
@@ -101,9 +101,9 @@ def test_generated_scenarios_resume_correctly_on_torchrun(
 
 CHECKPOINT_BEFORE_FIRST_BATCH = Scenario(
     pipeline=PipelineSpec(canonical_replicas=2),
-    phases=(
-        Phase(1, 1, (CheckpointAt(0, 1),)),  # mid-window: lane 0 has 1 batch, lane 1 none
-        Phase(1, 1, (CheckpointAt(0),)),  # restored, then checkpointed before any batch
+    launches=(
+        Launch(1, 1, (CheckpointAt(0, 1),)),  # mid-window: lane 0 has 1 batch, lane 1 none
+        Launch(1, 1, (CheckpointAt(0),)),  # restored, then checkpointed before any batch
     ),
     name="checkpoint-after-restore-before-first-batch",
 )
@@ -128,7 +128,7 @@ def test_the_same_position_checkpointed_after_a_batch_does_warn(
     runs and rank 0, which merges, warns."""
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(1, 1, (CheckpointAt(0, 1),)), Phase(1, 2, (CheckpointAt(1),))),
+        launches=(Launch(1, 1, (CheckpointAt(0, 1),)), Launch(1, 2, (CheckpointAt(1),))),
     )
     outcome = inproc.run(scenario)
     assert outcome.ok, outcome.report()
@@ -196,7 +196,7 @@ def _string_keyed(checkpoint: CheckpointAt, persist_format: str = "pickle") -> S
     world, serializer = (2, "json") if persist_format == "pickle" else (1, "msgpack")
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_serializer=serializer),
-        phases=(Phase(world, 1, (checkpoint,)), Phase(world, 1)),
+        launches=(Launch(world, 1, (checkpoint,)), Launch(world, 1)),
         persist_format=persist_format,
         name="string-keyed-restore",
     )

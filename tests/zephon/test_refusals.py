@@ -11,21 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, WorkloadSpec
 
 pytestmark = pytest.mark.cpu
 
 REFUSED_TRANSITIONS = {
     "changed C at restore": (
-        (Phase(2, 2, (CheckpointAt(1),)), Phase(2, 2, canonical_replicas=4)),
+        (Launch(2, 2, (CheckpointAt(1),)), Launch(2, 2, canonical_replicas=4)),
         "canonical_replicas changed",
     ),
     "G > C at restore": (
-        (Phase(2, 2, (CheckpointAt(1),)), Phase(3, 2)),
+        (Launch(2, 2, (CheckpointAt(1),)), Launch(3, 2)),
         "canonical_replicas (2) must be >= dp_degree (3)",
     ),
-    "G > C from the start": ((Phase(3, 2),), "canonical_replicas (2) must be >= dp_degree (3)"),
+    "G > C from the start": ((Launch(3, 2),), "canonical_replicas (2) must be >= dp_degree (3)"),
 }
 
 
@@ -34,7 +34,7 @@ def test_a_refused_transition_fails_with_zephons_error(resume_check, name: str) 
     phases, error = REFUSED_TRANSITIONS[name]
     last = replace(phases[-1], expect_failure=True, expect_error=error)
     scenario = Scenario(
-        pipeline=PipelineSpec(canonical_replicas=2), phases=(*phases[:-1], last), name=name
+        pipeline=PipelineSpec(canonical_replicas=2), launches=(*phases[:-1], last), name=name
     )
     outcome = resume_check(scenario)
     assert outcome.ok, outcome.report()

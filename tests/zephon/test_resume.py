@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import (
     CheckpointAt,
     DataSpec,
@@ -105,11 +105,11 @@ ROWS: dict[str, Row] = {
 def scenario_of(name: str, row: Row) -> Scenario:
     last = len(row.sizes) - 1
     phases = tuple(
-        Phase(
+        Launch(
             world_size=g,
             steps=row.steps if i == last else row.checkpoint.step + 1,
             checkpoints=() if i == last else (row.checkpoint,),
-            launch=row.launches[i % len(row.launches)],  # type: ignore[arg-type]
+            path=row.launches[i % len(row.launches)],  # type: ignore[arg-type]
         )
         for i, g in enumerate(row.sizes)
     )
@@ -120,7 +120,7 @@ def scenario_of(name: str, row: Row) -> Scenario:
             aggregation=row.aggregation,  # type: ignore[arg-type]
             **row.pipeline,  # type: ignore[arg-type]
         ),
-        phases=phases,
+        launches=phases,
         persist_format=row.persist_format,
         name=name,
     )

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from zephon_chaos.bench.counting import METER, SCHEME, Counts, register
-from zephon_chaos.bench.latency import LatencyVia, store_path
+from zephon_chaos.bench.injected_latency import LatencyVia, store_path
 from zephon_chaos.errors import HarnessError
 
 Mode = Literal["store", "dir"]

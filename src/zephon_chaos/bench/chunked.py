@@ -16,7 +16,7 @@ from typing import Any
 
 from zephon_chaos.bench.aggregation import ROUND_TIMEOUT_S, BenchError, release, run_rounds
 from zephon_chaos.bench.counting import METER, SCHEME, Counts, open_counted, register
-from zephon_chaos.bench.latency import LatencyVia, store_path
+from zephon_chaos.bench.injected_latency import LatencyVia, store_path
 
 MIB = 1024 * 1024
 PIPELINE_ROWS = 48_000

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from zephon_chaos.bench.aggregation import BenchError, Cell, CellResult, hosted_store, measure_cell
 from zephon_chaos.bench.chunked import ChunkedSample, measure_kvstore, measure_pipeline
-from zephon_chaos.bench.latency import LatencyVia
+from zephon_chaos.bench.injected_latency import LatencyVia
 
 MAX_WORLD = 32
 MAX_LATENCY_MS = 200

@@ -26,7 +26,7 @@ from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch import LaunchSpec, TorchrunGroup
 from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.runner import Launcher, ScenarioRunner, cli_launcher
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec
 
 TRIVIAL_MODULE = "zephon_chaos.bench.trivial_rank"
@@ -44,7 +44,7 @@ def three_phase_scenario() -> Scenario:
     return Scenario(
         data=DataSpec(),
         pipeline=PipelineSpec(canonical_replicas=6),
-        phases=(Phase(2, 3, (CheckpointAt(2),)), Phase(3, 2)),
+        launches=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
         name="bench-3-phase",
     )
 

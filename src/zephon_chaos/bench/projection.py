@@ -1,6 +1,6 @@
 """The model projected past one host: ``torch://`` against ``aggregate_dir`` at 256-16,384 ranks.
 
-Pure evaluation of :mod:`zephon_chaos.bench.model` over a grid, with the store's capacity and
+Pure evaluation of :mod:`zephon_chaos.bench.round_model` over a grid, with the store's capacity and
 CPU per lane measured here, ranks as processes (their CPU side by side), one lane per rank,
 and a shared filesystem whose operation costs one network round trip plus its own service
 time. Writes a CSV, a markdown table and a plot; the verdicts are values (:class:`Verdict`).
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from zephon_chaos.bench.model import (
+from zephon_chaos.bench.round_model import (
     AGGREGATE_TIMEOUT_S,
     Cpu,
     DirParams,

@@ -33,8 +33,15 @@ from zephon_chaos.bench.aggregation import (
 )
 from zephon_chaos.bench.capacity import CapacityResult
 from zephon_chaos.bench.dir_counting import counting_file_ops
-from zephon_chaos.bench.latency import LatencyVia, store_path
-from zephon_chaos.bench.model import Cpu, DirParams, Round, StoreParams, dir_round, store_round
+from zephon_chaos.bench.injected_latency import LatencyVia, store_path
+from zephon_chaos.bench.round_model import (
+    Cpu,
+    DirParams,
+    Round,
+    StoreParams,
+    dir_round,
+    store_round,
+)
 
 RTT_PROBES = 30
 LEADER_THREAD = "bench-rank0"

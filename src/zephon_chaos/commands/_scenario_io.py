@@ -16,7 +16,7 @@ from pathlib import Path
 
 from zephon_chaos.closing import Closing
 from zephon_chaos.commands import UsageError
-from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES, LaunchLane
+from zephon_chaos.launch.launch_spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES, LaunchLane
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Found, Scenario
 

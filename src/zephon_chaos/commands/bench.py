@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
     _plots_possible(args)
     if args.project:
         return _run_project(args)
+    from zephon_chaos.bench.aggregation_report import NOTE, plot, table, write_csv
     from zephon_chaos.bench.grid import GridConfig, run_grid
-    from zephon_chaos.bench.report import NOTE, plot, table, write_csv
 
     config = GridConfig.quick() if args.quick else GridConfig()
     _set_given(args, config, {**_ROUND_FIELDS, **_GRID_FIELDS})
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_pipeline_chunked:
         config.pipeline = False
     if config.via == "proxy":
-        from zephon_chaos.bench.latency import proxy_available
+        from zephon_chaos.bench.injected_latency import proxy_available
 
         why = proxy_available()
         if why is not None:

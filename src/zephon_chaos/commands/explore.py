@@ -21,11 +21,11 @@ from zephon_chaos.commands import UsageError
 from zephon_chaos.commands._scenario_io import add_launch_options, check_launch
 from zephon_chaos.directories import make_directory
 from zephon_chaos.explore.findings import Finding, Section
-from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE
+from zephon_chaos.launch.launch_spec import DEFAULT_LAUNCH_LANE
 
 if TYPE_CHECKING:
-    from zephon_chaos.explore.report import ExploreResult
     from zephon_chaos.explore.search import ExploreConfig
+    from zephon_chaos.explore.summary import ExploreResult
 
 TIERS = ("inproc", "torchrun", "both")
 
@@ -285,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if jobs > 1:
         return _explore_jobs(args, config, jobs, cores)
     from zephon_chaos.commands.native_stderr import native_stderr_to
-    from zephon_chaos.inproc.group import RANK_THREADS
+    from zephon_chaos.inproc.rank_group import RANK_THREADS
 
     log = config.report_dir / NATIVE_LOG
     with native_stderr_to(log, divert=RANK_THREADS.current), RANK_THREADS.inheriting():

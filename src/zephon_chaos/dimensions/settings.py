@@ -20,7 +20,7 @@ from typing import Any, Literal
 from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
 from zephon_chaos.dimensions.cells import Cell, Declared, Dim, Why, cell
 from zephon_chaos.scenario import Scenario
-from zephon_chaos.validation.values import (
+from zephon_chaos.validation.value_sets import (
     AGGREGATE_COMPRESSORS,
     AGGREGATE_SERIALIZERS,
     SHUTDOWN_MODES,
@@ -188,7 +188,7 @@ would block in DCP's collective save, which the fault oracles' verdicts do not m
 SERIALIZER_CHOICES = AGGREGATE_SERIALIZERS
 COMPRESSOR_CHOICES = AGGREGATE_COMPRESSORS
 CODEC_ODDS = (3, 1)
-"""Zephon's default codec three times in four; values from ``validation.values``."""
+"""Zephon's default codec three times in four; values from ``validation.value_sets``."""
 AGGREGATE_TIMEOUTS_S = (30.0, 180.0)
 """The spec's default, then Zephon's. Shorter ones belong to link-fault scenarios (which
 set their own): a round can wait that long for a rank whose worker processes still start."""

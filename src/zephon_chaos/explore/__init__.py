@@ -2,5 +2,5 @@
 
 ``search`` runs the search, ``signature`` names a failure's kind (the deduplication key),
 ``known`` lists the known defects of Zephon, ``findings`` confirms and saves a minimal
-failing scenario, ``report`` writes the summary and ``timeline`` the PNG.
+failing scenario, ``summary`` writes the summary and ``picture`` the PNG.
 """

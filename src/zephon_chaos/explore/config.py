@@ -14,7 +14,7 @@ from typing import TextIO
 
 from zephon_chaos.explore.findings import CONFIRM_RUNS, Finding
 from zephon_chaos.explore.shard import Shard, tier_order
-from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LaunchLane
+from zephon_chaos.launch.launch_spec import DEFAULT_LAUNCH_LANE, LaunchLane
 from zephon_chaos.scenario import Scenario
 
 ROUND_EXAMPLES: dict[str, int] = {"inproc": 40, "torchrun": 6}

@@ -20,7 +20,7 @@ from zephon_chaos.deployment import DOWNSTREAM
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.tiers import replay_command
 from zephon_chaos.harness_problem import HARNESS_AREA
-from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LaunchLane
+from zephon_chaos.launch.launch_spec import DEFAULT_LAUNCH_LANE, LaunchLane
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Found, Scenario
 from zephon_chaos.workload.spec import PipelineSpec, stage_count
@@ -70,22 +70,22 @@ def size_key(s: Scenario) -> tuple[int, ...]:
     """Smaller is simpler: launches, total ranks, C, world sizes in order (growing before
     shrinking), faults, steps, checkpoints, then plainer data and settings."""
     return (
-        len(s.phases),
-        sum(ph.world_size for ph in s.phases),
-        max(s.canonical_replicas(i) for i in range(len(s.phases))),
-        *(ph.world_size for ph in s.phases),
+        len(s.launches),
+        sum(ph.world_size for ph in s.launches),
+        max(s.canonical_replicas(i) for i in range(len(s.launches))),
+        *(ph.world_size for ph in s.launches),
         sum(
             len(ph.rank_faults)
             + len(ph.proxy_faults)
             + len(ph.store_faults)
             + len(ph.lags)
             + len(ph.child_faults)
-            for ph in s.phases
+            for ph in s.launches
         ),
-        sum(ph.max_restarts + ph.hosts - 1 + ph.tp - 1 for ph in s.phases),
-        sum(min(ph.steps, 100) for ph in s.phases),
-        sum(len(ph.checkpoints) for ph in s.phases),
-        sum(c.step + c.extra for ph in s.phases for c in ph.checkpoints),
+        sum(ph.max_restarts + ph.hosts - 1 + ph.tp - 1 for ph in s.launches),
+        sum(min(ph.steps, 100) for ph in s.launches),
+        sum(len(ph.checkpoints) for ph in s.launches),
+        sum(c.step + c.extra for ph in s.launches for c in ph.checkpoints),
         sum(src.rows() for src in s.data.sources),
         len(s.data.sources),
         s.data.microbatch,
@@ -94,9 +94,9 @@ def size_key(s: Scenario) -> tuple[int, ...]:
         int(s.pipeline.aggregation != "store"),
         int(s.pipeline.runner != "inline"),
         int(s.pipeline.mtp_mode),
-        sum(ph.launch != "standalone" for ph in s.phases),
-        sum(ph.sync != "lockstep" for ph in s.phases),
-        sum(ph.retry != "none" for ph in s.phases),
+        sum(ph.path != "standalone" for ph in s.launches),
+        sum(ph.sync != "lockstep" for ph in s.launches),
+        sum(ph.retry != "none" for ph in s.launches),
         sum(getattr(s.pipeline, name) != getattr(_PLAIN, name) for name in CODEC_OPTIONS),
         int(s.pipeline.mapping != "contiguous"),
         int(s.persist_format != "pickle"),
@@ -226,7 +226,7 @@ class Finding:
         if launches:
             paths.append(folder / f"{stem}.launches.txt")
             paths[-1].write_text(launches)
-        from zephon_chaos.explore.timeline import plot_timeline
+        from zephon_chaos.explore.picture import plot_timeline
 
         png = plot_timeline(scenario, folder / f"{stem}.png", self.outcome, title=self.signature)
         if png is not None:

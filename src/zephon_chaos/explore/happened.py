@@ -142,7 +142,7 @@ class RankLane:
 
 
 @dataclass(frozen=True)
-class Launch:
+class LaunchHappened:
     index: int
     world_size: int
     canonical_replicas: int
@@ -183,7 +183,7 @@ class BatchViolation:
 
 @dataclass(frozen=True)
 class Happened:
-    launches: tuple[Launch, ...]
+    launches: tuple[LaunchHappened, ...]
     batches: BatchViolation | None
     problems: tuple[Problem, ...]
     harness: tuple[HarnessGap, ...] = ()
@@ -203,7 +203,7 @@ def happened(outcome: ScenarioOutcome, events_of: EventsOf | None = None) -> Hap
         launches.append(_launch(outcome, run, kept, events))
     ran = {run.index for run in outcome.phases}
     scenario = outcome.scenario
-    launches += [_not_run(scenario, i) for i in range(len(scenario.phases)) if i not in ran]
+    launches += [_not_run(scenario, i) for i in range(len(scenario.launches)) if i not in ran]
     launches.sort(key=lambda launch: launch.index)
     harness = tuple(h.gap for h in outcome.harness_problems)
     return Happened(tuple(launches), _batches(outcome, launches), tuple(outcome.problems), harness)
@@ -211,12 +211,12 @@ def happened(outcome: ScenarioOutcome, events_of: EventsOf | None = None) -> Hap
 
 def planned(scenario: Scenario) -> Happened:
     """A scenario that did not run (no outcome): its launches, nothing recorded."""
-    return Happened(tuple(_not_run(scenario, i) for i in range(len(scenario.phases))), None, ())
+    return Happened(tuple(_not_run(scenario, i) for i in range(len(scenario.launches))), None, ())
 
 
-def _not_run(scenario: Scenario, i: int) -> Launch:
+def _not_run(scenario: Scenario, i: int) -> LaunchHappened:
     """Launch ``i`` as planned: it never ran (the scenario ended before it, or nothing ran)."""
-    ph = scenario.phases[i]
+    ph = scenario.launches[i]
     c = scenario.canonical_replicas(i)
     lanes = tuple(
         RankLane(r, (), (), 0, (), (), Exit(ExitKind.UNKNOWN, None))
@@ -224,8 +224,8 @@ def _not_run(scenario: Scenario, i: int) -> Launch:
     )
     faults = (*ph.rank_faults, *ph.child_faults, *ph.proxy_faults, *ph.store_faults)
     refused = ph.expect_failure or ph.dp > c
-    return Launch(i, ph.world_size, c, refused, True, False, ph.retry, lanes, 0.0, unfired=faults,
-                  ran=False)  # fmt: skip
+    return LaunchHappened(i, ph.world_size, c, refused, True, False, ph.retry, lanes, 0.0,
+                          unfired=faults, ran=False)  # fmt: skip
 
 
 def _times(rec: RankRecord, events: Iterable[Mapping[str, Any]]) -> list[float]:
@@ -246,7 +246,7 @@ def _launch(
     run: PhaseRun,
     kept: Mapping[int | None, int | None],
     events: Mapping[int, list[dict[str, Any]]],
-) -> Launch:
+) -> LaunchHappened:
     scenario, ph = outcome.scenario, run.phase
     c = scenario.canonical_replicas(run.index)
     stamps = [t for rec in run.records for t in _times(rec, events.get(rec.rank, []))]
@@ -262,7 +262,7 @@ def _launch(
     last = max(stamps, default=origin) - origin
     if run.result.torn_down_at is not None and stamps:
         last = max(last, run.result.torn_down_at - origin)
-    return Launch(
+    return LaunchHappened(
         run.index,
         ph.world_size,
         c,
@@ -470,7 +470,7 @@ def _unfired(run: PhaseRun, events: Mapping[int, list[dict[str, Any]]]) -> tuple
     return tuple(out)
 
 
-def _batches(outcome: ScenarioOutcome, launches: list[Launch]) -> BatchViolation | None:
+def _batches(outcome: ScenarioOutcome, launches: list[LaunchHappened]) -> BatchViolation | None:
     verdict = outcome.verdict
     if verdict is None or verdict.ok:
         return None
@@ -488,7 +488,7 @@ def _batches(outcome: ScenarioOutcome, launches: list[Launch]) -> BatchViolation
 
 
 def _locate(
-    outcome: ScenarioOutcome, launches: list[Launch], step: int, lane: int
+    outcome: ScenarioOutcome, launches: list[LaunchHappened], step: int, lane: int
 ) -> tuple[int, int, float] | None:
     """The kept batch at global ``step`` of ``lane``: its launch, rank and time there."""
     seen = 0
@@ -507,7 +507,7 @@ def _locate(
 
 
 def _when(
-    launches: list[Launch], launch: int | None, rank: int, rec: RankRecord, index: int
+    launches: list[LaunchHappened], launch: int | None, rank: int, rec: RankRecord, index: int
 ) -> tuple[int, int, float] | None:
     drawn = next((ln for ln in launches if ln.index == launch), None)
     lane = None if drawn is None else next((r for r in drawn.ranks if r.rank == rank), None)

@@ -38,9 +38,9 @@ from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.database import LOCAL_COPY, NONE
 from zephon_chaos.explore.findings import Finding, FindingLabel, evidence_of
 from zephon_chaos.explore.merge import Candidate, Merged, MergeError, Report, read_reports
-from zephon_chaos.explore.report import ExploreResult, TierStats
 from zephon_chaos.explore.shard import Shard
 from zephon_chaos.explore.step_summary import ENV as STEP_SUMMARY_ENV
+from zephon_chaos.explore.summary import ExploreResult, TierStats
 from zephon_chaos.explore.summary_json import SUMMARY_JSON, FindingFacts, TierFacts
 from zephon_chaos.procs import kill_with_env
 from zephon_chaos.scenario import Scenario

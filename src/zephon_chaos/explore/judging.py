@@ -23,9 +23,9 @@ from zephon_chaos.explore.findings import (
     evidence,
 )
 from zephon_chaos.explore.judged import Judged
-from zephon_chaos.explore.report import TierStats
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.explore.state import ExploreState
+from zephon_chaos.explore.summary import TierStats
 from zephon_chaos.harness_problem import HARNESS_AREA
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
 from zephon_chaos.scenario import Scenario

@@ -6,7 +6,7 @@ an error (exit 3: the harness's bug, never Zephon's), a known defect of Zephon i
 pytest reports the strict xfail that pins it, and a flaky finding is skipped unless
 ``--fail-on-flaky`` makes it fail. A run without findings is a suite of no cases.
 
-Made from the typed values of :class:`~zephon_chaos.explore.report.ExploreResult`, with the
+Made from the typed values of :class:`~zephon_chaos.explore.summary.ExploreResult`, with the
 standard library's ``xml.etree.ElementTree``; nothing is read back from ``summary.md``.
 """
 
@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from zephon_chaos.explore.findings import Finding, Section
-from zephon_chaos.explore.report import ExploreResult
+from zephon_chaos.explore.summary import ExploreResult
 from zephon_chaos.explore.tiers import replay_command
 
 SUITE = "zephon-chaos explore"

@@ -23,7 +23,7 @@ from zephon_chaos.dimensions.cells import (
 from zephon_chaos.dimensions.settings import Options
 from zephon_chaos.explore.dimension import Declare, Dimension, first
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.strategies import (
     DATA_KINDS,
     DOWNSTREAM_PACK_ODDS,
@@ -55,10 +55,10 @@ def one_size(o: Options) -> Why | None:
     return Why.ONE_WORLD_SIZE if o.max_world < 2 else None
 
 
-def accepted(scenario: Scenario) -> Iterator[tuple[int, Phase]]:
+def accepted(scenario: Scenario) -> Iterator[tuple[int, Launch]]:
     """The launches Zephon accepts (no more DP groups than C), with their indices: a refused
     launch lands in its sizes and ``G > C`` alone."""
-    for i, ph in enumerate(scenario.phases):
+    for i, ph in enumerate(scenario.launches):
         if ph.dp <= scenario.canonical_replicas(i):
             yield i, ph
 
@@ -70,7 +70,7 @@ def _launches(o: Options) -> Iterator[Declared]:
 
 
 def _launches_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
-    yield cell(Dim.LAUNCHES, len(s.phases))
+    yield cell(Dim.LAUNCHES, len(s.launches))
 
 
 def _world_sizes(o: Options) -> Iterator[Declared]:
@@ -79,7 +79,7 @@ def _world_sizes(o: Options) -> Iterator[Declared]:
 
 
 def _world_sizes_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
-    for ph in s.phases:
+    for ph in s.launches:
         yield cell(Dim.WORLD_SIZE, ph.world_size)
 
 
@@ -90,7 +90,7 @@ def _tps(o: Options) -> Iterator[Declared]:
 
 
 def _tps_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
-    for ph in s.phases:
+    for ph in s.launches:
         yield cell(Dim.TP, ph.tp)
 
 
@@ -126,8 +126,8 @@ def _launch_paths(o: Options) -> Iterator[Declared]:
 
 
 def _launch_paths_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
-    for ph in s.phases:
-        yield cell(Dim.LAUNCH_PATH, ph.launch)
+    for ph in s.launches:
+        yield cell(Dim.LAUNCH_PATH, ph.path)
 
 
 LAUNCHES: tuple[Dimension, ...] = (
@@ -231,7 +231,7 @@ def _trajectories(o: Options) -> Iterator[Declared]:
 
 def _trajectories_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
     previous: int | None = None
-    for i, ph in enumerate(s.phases):
+    for i, ph in enumerate(s.launches):
         c = s.canonical_replicas(i)
         if ph.dp > c:  # Zephon counts DP groups (ranks, when tp is 1) against C
             yield cell(Dim.TRAJECTORY, Trajectory.ABOVE_C.value)
@@ -257,7 +257,7 @@ def _relaunches(o: Options) -> Iterator[Declared]:
 
 
 def _relaunches_landed(s: Scenario, outcome: ScenarioOutcome | None) -> Iterator[Cell]:
-    last = len(s.phases) - 1
+    last = len(s.launches) - 1
     for i, ph in accepted(s):
         if ph.rank_faults and not ph.max_restarts and i < last:
             yield cell(Dim.RELAUNCH, Relaunch.AFTER_CRASH.value)

@@ -21,9 +21,9 @@ from zephon_chaos.errors import InvalidInput
 from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.database import LOCAL_COPY
 from zephon_chaos.explore.findings import Finding, FindingLabel, Section, size_key
-from zephon_chaos.explore.report import Coverage, TierStats, section_head, setting_lines
 from zephon_chaos.explore.shard import Shard
 from zephon_chaos.explore.space import Declared, Space
+from zephon_chaos.explore.summary import Coverage, TierStats, section_head, setting_lines
 from zephon_chaos.explore.summary_json import (
     SUMMARY_JSON,
     CellFacts,

@@ -22,7 +22,7 @@ from dataclasses import replace
 from zephon_chaos.deployment import CHOICES as DEPLOYMENT_CHOICES
 from zephon_chaos.deployment import DOWNSTREAM
 from zephon_chaos.explore.findings import CODEC_OPTIONS, size_key
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import normalised
 from zephon_chaos.workload.spec import DataSpec, PipelineSpec, plainer_stages
 
@@ -30,18 +30,18 @@ Judge = Callable[[Scenario], str | None]
 """Runs a scenario and returns its signature (None when it passes)."""
 
 
-def _phases(s: Scenario, phases: list[Phase]) -> Scenario:
-    return s.with_(phases=tuple(phases))
+def _phases(s: Scenario, phases: list[Launch]) -> Scenario:
+    return s.with_(launches=tuple(phases))
 
 
-def _swap(s: Scenario, i: int, phase: Phase) -> Scenario:
+def _swap(s: Scenario, i: int, phase: Launch) -> Scenario:
     """``s`` with launch ``i`` replaced by ``phase``."""
-    phases = list(s.phases)
+    phases = list(s.launches)
     phases[i] = phase
     return _phases(s, phases)
 
 
-def _clamped(ph: Phase, steps: int) -> Phase:
+def _clamped(ph: Launch, steps: int) -> Launch:
     cps = tuple(c for c in ph.checkpoints if (c.step, c.extra) <= (steps, 0))
     faults = tuple(f for f in ph.rank_faults if f.at_step <= steps)
     children = tuple(f for f in ph.child_faults if f.at_step <= steps)
@@ -58,7 +58,7 @@ def normalised_candidates(s: Scenario) -> Iterator[Scenario]:
 def candidates(s: Scenario) -> Iterator[Scenario]:
     """Simpler neighbours of ``s``, the biggest simplifications first (raw: moving a rank
     may leave a refusal unflagged until :func:`normalised_candidates` re-derives it)."""
-    phases = list(s.phases)
+    phases = list(s.launches)
     for i in range(len(phases)):
         if len(phases) > 1:
             yield _phases(s, phases[:i] + phases[i + 1 :])
@@ -108,8 +108,8 @@ def _plainer(s: Scenario) -> Iterator[Scenario]:
     for name in ("aggregation", "runner", "mapping", "mtp_mode", *CODEC_OPTIONS):
         if getattr(p, name) != getattr(plain, name):
             yield s.with_(pipeline=replace(p, **{name: getattr(plain, name)}))
-    for field_name, plainest in (("launch", "standalone"), ("sync", "lockstep")):
-        for i, ph in enumerate(s.phases):
+    for field_name, plainest in (("path", "standalone"), ("sync", "lockstep")):
+        for i, ph in enumerate(s.launches):
             if getattr(ph, field_name) != plainest:
                 yield _swap(s, i, replace(ph, **{field_name: plainest}))
     if s.persist_format != "pickle":

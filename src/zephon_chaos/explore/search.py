@@ -62,12 +62,12 @@ from zephon_chaos.explore.judged import (
 )
 from zephon_chaos.explore.judging import Judge
 from zephon_chaos.explore.progress import Progress
-from zephon_chaos.explore.report import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.round_state import RoundStage, RoundState
 from zephon_chaos.explore.shard import round_seed, tier_order
 from zephon_chaos.explore.shrinking import Shrinker
 from zephon_chaos.explore.state import ExploreState
 from zephon_chaos.explore.steer import RoundSteering
+from zephon_chaos.explore.summary import ExploreResult, TierStats, write_summary
 from zephon_chaos.explore.summary_json import write_summary_json
 from zephon_chaos.explore.tiers import close_runner, make_runner
 from zephon_chaos.extras import missing
@@ -184,7 +184,7 @@ class Explorer:
         folder = self.config.report_dir / "findings"
         for finding in self.result.findings:
             finding.save(folder, self.config.launch)
-        from zephon_chaos.explore.timeline import plot_timeline
+        from zephon_chaos.explore.picture import plot_timeline
 
         shown: tuple[Scenario, ScenarioOutcome | None, str] | None = None
         if self.result.findings:

@@ -25,8 +25,8 @@ from zephon_chaos.explore.judged import (
 )
 from zephon_chaos.explore.judging import Judge
 from zephon_chaos.explore.polish import polish
-from zephon_chaos.explore.report import TierStats
 from zephon_chaos.explore.state import ExploreState
+from zephon_chaos.explore.summary import TierStats
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.scenario import Scenario
 

@@ -15,7 +15,7 @@ from zephon_chaos.explore.activity import ActivityClock
 from zephon_chaos.explore.config import ExploreConfig
 from zephon_chaos.explore.findings import Finding
 from zephon_chaos.explore.progress import Progress
-from zephon_chaos.explore.report import ExploreResult
+from zephon_chaos.explore.summary import ExploreResult
 from zephon_chaos.scenario import Scenario
 
 

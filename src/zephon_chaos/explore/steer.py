@@ -25,8 +25,8 @@ from zephon_chaos.aims import Aim
 from zephon_chaos.dimensions.cells import Cell
 from zephon_chaos.explore.aiming import targets
 from zephon_chaos.explore.landing import rarity
-from zephon_chaos.explore.report import Coverage
 from zephon_chaos.explore.space import declare
+from zephon_chaos.explore.summary import Coverage
 from zephon_chaos.scenario import Scenario
 
 TARGET_LABEL = "rarity of the scenario's cells"

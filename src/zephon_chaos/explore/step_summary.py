@@ -14,7 +14,7 @@ from pathlib import Path
 
 from zephon_chaos.explore.budget import format_duration
 from zephon_chaos.explore.findings import Section
-from zephon_chaos.explore.report import ExploreResult
+from zephon_chaos.explore.summary import ExploreResult
 
 ENV = "GITHUB_STEP_SUMMARY"
 

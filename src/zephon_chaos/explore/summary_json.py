@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from zephon_chaos.errors import InvalidInput
-from zephon_chaos.explore.report import ExploreResult
+from zephon_chaos.explore.summary import ExploreResult
 from zephon_chaos.workload.atomic import replacing
 
 SUMMARY_JSON = "summary.json"

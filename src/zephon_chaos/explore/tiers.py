@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from zephon_chaos.explore.known import HANG_SIGNATURES
-from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES
+from zephon_chaos.launch.launch_spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.scenario import TIERS, Scenario
 

@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 
 from zephon_chaos.closing import Closing
-from zephon_chaos.inproc.group import (
+from zephon_chaos.inproc.rank_group import (
     RANK_THREADS,
     GroupStopped,
     GroupTornDown,
@@ -40,8 +40,8 @@ from zephon_chaos.inproc.group import (
 from zephon_chaos.inproc.refusal import TierRefusal, collective_refusal
 from zephon_chaos.inproc.stores import StorePool
 from zephon_chaos.lanes import lanes_of
+from zephon_chaos.launch.launch_spec import LaunchSpec
 from zephon_chaos.launch.result import GroupResult, RankOutcome
-from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.rank.main import run_rank
 from zephon_chaos.scenario import checkpoints_before_faults
 from zephon_chaos.workload.spec import COLLECTIVE_FORMATS, WorkloadSpec

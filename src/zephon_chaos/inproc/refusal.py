@@ -33,11 +33,11 @@ def inproc_refusal(scenario: Scenario) -> str | None:
 
 def inproc_refused(scenario: Scenario) -> InprocRefusal | None:
     """:func:`inproc_refusal` as a value: which refusal, and its message."""
-    for i, ph in enumerate(scenario.phases):
+    for i, ph in enumerate(scenario.launches):
         if ph.child_faults:  # before the runner: the fault is what needs a process per rank
             return InprocRefusal(
                 Rule.INPROC_CHILD_FAULTS,
-                f"scenario.phases[{i}].child_faults: a rank kills its own pipeline's worker "
+                f"scenario.launches[{i}].child_faults: a rank kills its own pipeline's worker "
                 "processes, and rank threads share one process; run it with --tier torchrun",
             )
     p = scenario.pipeline
@@ -54,12 +54,12 @@ def inproc_refused(scenario: Scenario) -> InprocRefusal | None:
         return InprocRefusal(
             Rule.INPROC_DCP, collective_refusal("scenario.persist_format", scenario.persist_format)
         )
-    for i, ph in enumerate(scenario.phases):
-        where = f"scenario.phases[{i}]"
-        if ph.launch != "standalone":
+    for i, ph in enumerate(scenario.launches):
+        where = f"scenario.launches[{i}]"
+        if ph.path != "standalone":
             return InprocRefusal(
                 Rule.INPROC_LAUNCH_PATH,
-                f"{where}.launch: {ph.launch!r} is a torchrun launch path, which threads do not "
+                f"{where}.path: {ph.path!r} is a torchrun launch path, which threads do not "
                 "have; run it with --tier torchrun",
             )
         for j, fault in enumerate(ph.rank_faults):

@@ -1,8 +1,7 @@
 """Real torchrun groups: launch paths, ports, process trees, deadlines, exit statuses."""
 
 from zephon_chaos.launch.group import TorchrunGroup
-from zephon_chaos.launch.result import GroupFailed, GroupResult, RankOutcome
-from zephon_chaos.launch.spec import (
+from zephon_chaos.launch.launch_spec import (
     DEFAULT_LAUNCH_LANE,
     LAUNCH_LANES,
     LAUNCH_PATHS,
@@ -11,6 +10,7 @@ from zephon_chaos.launch.spec import (
     LaunchPath,
     LaunchSpec,
 )
+from zephon_chaos.launch.result import GroupFailed, GroupResult, RankOutcome
 
 __all__ = [
     "DEFAULT_LAUNCH_LANE",

@@ -31,10 +31,10 @@ from zephon_chaos.launch.exitcodes import describe
 from zephon_chaos.launch.first_failure import FailedRank, first_failure
 from zephon_chaos.launch.hangwatch import Cut, HangWatcher, progress_mark
 from zephon_chaos.launch.launch_env import launch_env
+from zephon_chaos.launch.launch_spec import LaunchSpec
 from zephon_chaos.launch.ports import LOOPBACK, candidate_port, is_bind_failure
 from zephon_chaos.launch.result import GroupResult, RankOutcome, read_tail
 from zephon_chaos.launch.spawner import AgentProcess, AgentSpawner, CliSpawner
-from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.procs import (
     ProcessRegistry,
     ProcId,

@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 from zephon_chaos.launch.group import StackCollector, TorchrunGroup
+from zephon_chaos.launch.launch_spec import LaunchSpec
 from zephon_chaos.launch.netns import IFNAME, HostNetwork
 from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.launch.spawner import CliSpawner
-from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.procs import ProcessRegistry
 
 RDZV_PORT = 29400

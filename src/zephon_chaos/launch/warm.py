@@ -30,8 +30,8 @@ from pathlib import Path
 from zephon_chaos.errors import HarnessError
 from zephon_chaos.launch.group import StackCollector, TorchrunGroup
 from zephon_chaos.launch.launch_env import launch_env
+from zephon_chaos.launch.launch_spec import LaunchSpec
 from zephon_chaos.launch.result import GroupResult, read_tail
-from zephon_chaos.launch.spec import LaunchSpec
 from zephon_chaos.launch.warm_protocol import LineChannel, Message, PeerClosed
 from zephon_chaos.procs import ProcessRegistry, ProcId, proc_id
 from zephon_chaos.recipe import ENV_BACKEND

@@ -29,7 +29,7 @@ from zephon_chaos.launch.store_process import StoreAction, StoreEvent, StoreProc
 from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
-from zephon_chaos.problem import Area, Kind, Problem, found_in
+from zephon_chaos.problem import Area, Problem, ProblemKind, found_in
 from zephon_chaos.scenario_rules import FOLLOWER_POINTS, round_point
 from zephon_chaos.workload.spec import PhaseTrigger, WorkloadSpec
 
@@ -159,7 +159,7 @@ class StoreFaultLaunch(LaunchFault):
             problems.append(
                 Problem(
                     Area.FAULT,
-                    Kind.NO_EVIDENCE,
+                    ProblemKind.NO_EVIDENCE,
                     f"store fault {self.fault.action} at {self.fault.at} left no evidence "
                     f"(rank {writer} waited at the point: {bool(held)}; store: "
                     f"{[a.value for a in done]}; {self.watch_error or 'no watcher error'})",
@@ -177,7 +177,7 @@ class StoreFaultLaunch(LaunchFault):
             problems.append(
                 Problem(
                     Area.FAULT,
-                    Kind.LOST_CHECKPOINT,
+                    ProblemKind.LOST_CHECKPOINT,
                     f"checkpoint {j}, due before the store fault at {self.fault.at}, "
                     "did not complete",
                     checkpoint=j,

@@ -10,12 +10,12 @@ from zephon_chaos.nemeses.hosted_store import StoreFaultLaunch
 from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.nemeses.round_faults import RoundFaultLaunch
 from zephon_chaos.nemeses.scenario_proxy import ProxyFaultSession
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 from zephon_chaos.workload.spec import WorkloadSpec
 
 
 def launch_faults(
-    phase: Phase,
+    phase: Launch,
     spec: WorkloadSpec,
     store_host: Any,
     proxy_session: Callable[[], ProxyFaultSession],

@@ -38,7 +38,7 @@ from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.nemeses.process import ProcessFaultError, StopEvidence, wait_stopped
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles.checkpoints import lost as lost_checkpoints
-from zephon_chaos.problem import Area, Kind, Problem, found_in
+from zephon_chaos.problem import Area, Problem, ProblemKind, found_in
 from zephon_chaos.procs import ProcId, start_ticks
 from zephon_chaos.scenario_rules import rank_point
 from zephon_chaos.workload.spec import PhaseTrigger, RankFault, WorkloadSpec
@@ -183,7 +183,7 @@ class RoundFaultLaunch(LaunchFault):
         fault, (name, n) = self.fault, self.point
         problems: list[Problem] = []
 
-        def found(kind: Kind, text: str, checkpoint: int | None = self.index) -> None:
+        def found(kind: ProblemKind, text: str, checkpoint: int | None = self.index) -> None:
             problem = Problem(Area.FAULT, kind, text, checkpoint=checkpoint, rank=fault.rank)
             problems.append(problem.in_phase(run.index))
 
@@ -201,12 +201,14 @@ class RoundFaultLaunch(LaunchFault):
                 f"write #{n} ({fired[0].get('key')})"
             )
         else:
-            found(Kind.NO_EVIDENCE, f"rank fault {fault.action} at {fault.at} left no evidence")
+            found(
+                ProblemKind.NO_EVIDENCE, f"rank fault {fault.action} at {fault.at} left no evidence"
+            )
         excused: dict[int, float] = {}
         if fault.action == "sigstop":
             if self.continued is None:
                 found(
-                    Kind.NO_EVIDENCE,
+                    ProblemKind.NO_EVIDENCE,
                     f"rank {fault.rank} was to stop at {fault.at} and be continued, but "
                     f"the harness never saw it stop: {self.watch_error or 'no event'}",
                 )
@@ -219,7 +221,7 @@ class RoundFaultLaunch(LaunchFault):
                 )
         for j in lost_checkpoints(run.checkpoints.facts, self.index):
             found(
-                Kind.LOST_CHECKPOINT,
+                ProblemKind.LOST_CHECKPOINT,
                 f"checkpoint {j}, due before the fault at {fault.at}, did not complete",
                 j,
             )

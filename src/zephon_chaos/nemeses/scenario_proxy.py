@@ -40,7 +40,7 @@ from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.nemeses.store_proxies import DOWN, StoreProxies
 from zephon_chaos.oracles import faults as fault_oracle
 from zephon_chaos.oracles import healing as healing_oracle
-from zephon_chaos.problem import Area, Kind, Problem, found_in
+from zephon_chaos.problem import Area, Problem, ProblemKind, found_in
 from zephon_chaos.scenario_rules import STALLING_TOXICS
 from zephon_chaos.workload.spec import ROUND_PHASES, PhaseTrigger, WorkloadSpec
 
@@ -166,7 +166,7 @@ class FaultedLaunch(LaunchFault):
             if fired is None:
                 text = f"proxy fault {fault} left no evidence"
                 problems.append(
-                    Problem(Area.FAULT, Kind.NO_EVIDENCE, text, rank=fault.rank).in_phase(
+                    Problem(Area.FAULT, ProblemKind.NO_EVIDENCE, text, rank=fault.rank).in_phase(
                         run.index
                     )
                 )

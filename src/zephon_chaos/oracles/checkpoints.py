@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.workload.records import RankRecord
 
 MID_WINDOW_TEXT = "Checkpoint taken mid-window"
@@ -99,40 +99,46 @@ def check(
     for f in facts:
         label = f"checkpoint {f.index}"
 
-        def found(kind: Kind, text: str, rank: int | None = None, f: CheckpointFacts = f) -> None:
+        def found(
+            kind: ProblemKind, text: str, rank: int | None = None, f: CheckpointFacts = f
+        ) -> None:
             problems.append(Problem(Area.CHECKPOINT, kind, text, checkpoint=f.index, rank=rank))
 
         if f.failed and (failures_judged or by_resuming):
             continue
         if f.failed:
             found(
-                Kind.FAILED,
+                ProblemKind.FAILED,
                 f"{label} failed on ranks {sorted(f.failed)}: {next(iter(f.failed.values()))}",
                 min(f.failed),
             )
             continue
         if len(f.ok_ranks) != world:
             missing = sorted(set(range(world)) - set(f.ok_ranks))
-            found(Kind.MISSING_RECORD, f"{label} has no record from ranks {missing}", missing[0])
+            found(
+                ProblemKind.MISSING_RECORD,
+                f"{label} has no record from ranks {missing}",
+                missing[0],
+            )
         for rank, covered in f.covered.items():
             if covered != list(range(canonical_replicas)):
                 found(
-                    Kind.COVERAGE,
+                    ProblemKind.COVERAGE,
                     f"{label} on rank {rank} covers lanes {covered}, not all {canonical_replicas}",
                     rank,
                 )
         if by_resuming:
             continue
         if len(set(f.digests.values())) > 1:
-            found(Kind.DIFFERS, f"{label} differs between ranks: digests {f.digests}")
+            found(ProblemKind.DIFFERS, f"{label} differs between ranks: digests {f.digests}")
         if f.mid_window and not f.warned:
             found(
-                Kind.NO_WARNING,
+                ProblemKind.NO_WARNING,
                 f"{label} was taken mid-window ({f.lane_counts}) but no rank warned",
             )
         if not f.mid_window and f.warned:
             found(
-                Kind.SPURIOUS_WARNING,
+                ProblemKind.SPURIOUS_WARNING,
                 f"{label} was on a window boundary but ranks {f.warned} warned mid-window",
                 f.warned[0],
             )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zephon_chaos.lanes import dp_group
-from zephon_chaos.problem import Area, Kind, Problem, ProblemsVerdict
+from zephon_chaos.problem import Area, Problem, ProblemKind, ProblemsVerdict
 from zephon_chaos.workload.records import Batch, RankRecord, SampleId
 
 
@@ -41,7 +41,7 @@ class GroupDivergence:
         )
 
     def problem(self) -> Problem:
-        kind = Kind.DP_GROUP_DIVERGED
+        kind = ProblemKind.DP_GROUP_DIVERGED
         return Problem(Area.BATCHES_IDENTICAL, kind, self.describe(), rank=self.rank)
 
 

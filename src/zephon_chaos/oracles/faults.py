@@ -30,7 +30,7 @@ from zephon_chaos.oracles.global_batches import (
     compare,
     lane_streams,
 )
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.workload import persist
 from zephon_chaos.workload.records import CheckpointEvent, RankRecord
 
@@ -140,7 +140,7 @@ class FaultVerdict:
     def found(self) -> list[Problem]:
         return list(self.problems)
 
-    def add(self, kind: Kind, text: str, rank: int | None = None) -> None:
+    def add(self, kind: ProblemKind, text: str, rank: int | None = None) -> None:
         """A problem of the round, at its checkpoint."""
         self.problems.append(Problem(Area.FAULT, kind, text, checkpoint=self.index, rank=rank))
 
@@ -255,7 +255,9 @@ def judge(
             verdict.evidence.append(f"rank {r.rank} failed: {(r.final.error or '')[:240]}")  # type: ignore[union-attr]
     else:
         outcome = FaultOutcome.FINDING
-        verdict.add(Kind.NO_RECORD, f"no rank recorded checkpoint {index}: {_statuses(rounds)}")
+        verdict.add(
+            ProblemKind.NO_RECORD, f"no rank recorded checkpoint {index}: {_statuses(rounds)}"
+        )
     verdict.outcome = FaultOutcome.FINDING if verdict.problems else outcome
     return verdict
 
@@ -264,7 +266,7 @@ def _hang(result: GroupResult, timeout_s: float, verdict: FaultVerdict) -> None:
     """The group passed its deadline: a hang, where its ranks were stuck as evidence."""
     stuck = "; ".join(f"{k}: {v}" for k, v in result.stuck_frames().items())
     verdict.add(
-        Kind.HANG,
+        ProblemKind.HANG,
         f"hang: the group passed its deadline after {result.duration_s:.1f}s "
         f"(aggregate_timeout_s={timeout_s}); stuck at: {stuck or 'no stacks captured'}"
     )
@@ -327,7 +329,7 @@ def _check_bound(r: RankRound, timeout_s: float, verdict: FaultVerdict) -> None:
     bound = failure_bound_s(timeout_s)
     if verdict.durations[r.rank] > bound:
         verdict.add(
-            Kind.SLOW_FAILURE,
+            ProblemKind.SLOW_FAILURE,
             f"rank {r.rank} took {verdict.durations[r.rank]:.1f}s to fail one attempt, over "
             f"the bound {bound:.1f}s (3 x aggregate_timeout_s {timeout_s} + 3 s)",
             r.rank,
@@ -343,7 +345,7 @@ def _tell_gone(r: RankRound, index: int, verdict: FaultVerdict) -> None:
         )
     elif r.exitcode == 0:
         verdict.add(
-            Kind.NO_RECORD,
+            ProblemKind.NO_RECORD,
             f"rank {r.rank} left no record of checkpoint {index} and ended {r.status}",
             r.rank,
         )
@@ -369,7 +371,7 @@ def _completed(
     _check_consistent(ok, canonical_replicas, verdict)
     if expected_position is not None and position != expected_position:
         verdict.add(
-            Kind.MOVED,
+            ProblemKind.MOVED,
             f"checkpoint {index} completed at another position than the unfaulted run's "
             f"(position digest {position} != {expected_position})"
         )
@@ -398,7 +400,7 @@ def _first_split(rounds: list[RankRound]) -> str | None:
 def _check_faulted(r: RankRound, words: str, verdict: FaultVerdict) -> None:
     if words and words not in r.status:
         verdict.add(
-            Kind.NOT_ENDED,
+            ProblemKind.NOT_ENDED,
             f"rank {r.rank} was to be ended by the fault ({words}), but its wait status is "
             f"{r.status!r}",
             r.rank,
@@ -418,7 +420,7 @@ def _check_cause(r: RankRound, causes: Causes, verdict: FaultVerdict) -> None:
         wanted = list(CAUSES)
     if not any(fragment in error for fragment in wanted):
         verdict.add(
-            Kind.NO_CAUSE,
+            ProblemKind.NO_CAUSE,
             f"rank {r.rank} failed with an error that names none of {wanted}: {error[:300]!r}",
             r.rank,
         )
@@ -427,12 +429,16 @@ def _check_cause(r: RankRound, causes: Causes, verdict: FaultVerdict) -> None:
 def _check_consistent(ok: list[RankRound], c: int, verdict: FaultVerdict) -> None:
     digests = {r.rank: r.final.digest for r in ok if r.final is not None}
     if len(set(digests.values())) > 1:
-        verdict.add(Kind.INCONSISTENT, f"ranks returned different checkpoints: digests {digests}")
+        verdict.add(
+            ProblemKind.INCONSISTENT, f"ranks returned different checkpoints: digests {digests}"
+        )
     for r in ok:
         covered = r.final.lanes_covered if r.final else []
         if covered != list(range(c)):
             verdict.add(
-                Kind.COVERAGE, f"rank {r.rank}'s checkpoint covers lanes {covered}, not {c}", r.rank
+                ProblemKind.COVERAGE,
+                f"rank {r.rank}'s checkpoint covers lanes {covered}, not {c}",
+                r.rank,
             )
 
 
@@ -483,7 +489,7 @@ def stitched_identity(
         verdict.problems.append(
             Problem(
                 Area.BATCHES_IDENTICAL,
-                Kind.LANE_COUNT,
+                ProblemKind.LANE_COUNT,
                 f"the reference ran too few steps for lanes {short}: run it {batches_per_lane} "
                 "steps",
             )

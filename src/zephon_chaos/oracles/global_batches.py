@@ -32,7 +32,7 @@ from zephon_chaos.oracles.rank_draws import (
     judge_rank,
     reference_draws,
 )
-from zephon_chaos.problem import BATCH_KINDS, Area, Kind, Problem
+from zephon_chaos.problem import BATCH_KINDS, Area, Problem, ProblemKind
 from zephon_chaos.workload.records import Batch, RankRecord, SampleId
 
 
@@ -135,12 +135,12 @@ class Verdict:
     """Per lane, how many deliveries there were more than the reference's (a sample again)."""
 
     @property
-    def kind(self) -> Kind:
+    def kind(self) -> ProblemKind:
         """The violation's kind: the first of ``BATCH_KINDS`` among its problems."""
         kinds = {p.kind for p in self.problems}
-        kinds |= {Kind.MISSING} if self.missing else set()
-        kinds |= {Kind.DUPLICATED} if self.duplicated else set()
-        return next((k for k in BATCH_KINDS if k in kinds), Kind.DIVERGENT)
+        kinds |= {ProblemKind.MISSING} if self.missing else set()
+        kinds |= {ProblemKind.DUPLICATED} if self.duplicated else set()
+        return next((k for k in BATCH_KINDS if k in kinds), ProblemKind.DIVERGENT)
 
     def describe(self) -> str:
         if self.ok and not self.steps_compared:  # nothing was kept to hold to the contract
@@ -190,20 +190,22 @@ def compare(
     area = contract.area
     problems: list[Problem] = []
 
-    def found(kind: Kind, text: str) -> None:
+    def found(kind: ProblemKind, text: str) -> None:
         problems.append(Problem(area, kind, text))
 
     lanes = sorted(set(reference) | set(actual) | set(expected_lengths))
     extra_lanes = sorted(set(actual) - set(expected_lengths))
     if extra_lanes:
-        found(Kind.UNKNOWN_LANES, f"batches from unknown lanes {extra_lanes}")
+        found(ProblemKind.UNKNOWN_LANES, f"batches from unknown lanes {extra_lanes}")
     want: dict[int, list[list[SampleId]]] = {
         lane: reference.get(lane, [])[: expected_lengths.get(lane, 0)] for lane in lanes
     }
     for lane in lanes:
         got_n, want_n = len(actual.get(lane, [])), len(want[lane])
         if got_n != want_n:
-            found(Kind.LANE_COUNT, f"lane {lane} delivered {got_n} batches, expected {want_n}")
+            found(
+                ProblemKind.LANE_COUNT, f"lane {lane} delivered {got_n} batches, expected {want_n}"
+            )
     steps = max((len(v) for v in want.values()), default=0)
     first: Divergence | None = None
     for step in range(steps):
@@ -234,7 +236,7 @@ def compare(
                     (want[lane][step : step + 1] or [None])[0],
                     (actual.get(lane, [])[step : step + 1] or [None])[0],
                 )
-                found(Kind.WINDOW, f"window {step} holds other samples than the reference's")
+                found(ProblemKind.WINDOW, f"window {step} holds other samples than the reference's")
         if first is not None and exact:
             break
     exp_all = Counter(s for lane in lanes for b in want[lane] for s in b)
@@ -247,16 +249,16 @@ def compare(
             seen = Counter(s for b in actual.get(lane, []) for s in b)
             dups = sorted(s for s, n in seen.items() if n > exp_all.get(s, 0))
             if dups:
-                found(Kind.DUPLICATED, f"lane {lane} repeats samples {dups[:5]}")
+                found(ProblemKind.DUPLICATED, f"lane {lane} repeats samples {dups[:5]}")
     lost_by_lane, repeated_by_lane = by_lane(want, actual, missing, duplicated)
     if first is not None and exact:
         text = f"first divergence at global step {first.step}, lane {first.lane}"
-        problems.insert(0, Problem(area, Kind.DIVERGENT, text))
+        problems.insert(0, Problem(area, ProblemKind.DIVERGENT, text))
     if missing:
-        found(Kind.MISSING, f"{len(missing)} sample(s) of the reference never delivered")
+        found(ProblemKind.MISSING, f"{len(missing)} sample(s) of the reference never delivered")
     if duplicated:
         more = f"{len(duplicated)} sample(s) delivered more often than the reference"
-        found(Kind.DUPLICATED, more)
+        found(ProblemKind.DUPLICATED, more)
     return Verdict(
         ok=not problems,
         contract=contract,

@@ -5,7 +5,7 @@ reconnects" (zephon 0.2.0 ``_internal/kvstore.py``, ``TorchKVStore``). A link fa
 with its round (``ProxyFault.until`` ``round_end``: the rank removes it once the
 ``checkpoint()`` call it fired in has returned or raised, record ``link_healed``) tests that:
 the next call every rank makes after the heal must return the same merged checkpoint on every
-rank, covering every lane, else a :data:`~zephon_chaos.problem.Kind.NO_RECOVERY_AFTER_HEAL`
+rank, covering every lane, else a :data:`~zephon_chaos.problem.ProblemKind.NO_RECOVERY_AFTER_HEAL`
 problem. The faulted round itself is judged by ``oracles.faults`` as any other.
 
 The next call is the same checkpoint's next attempt where a rank made one (a ``lockstep``
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.workload.records import CHECKPOINT_BEGUN, LINK_HEALED_RECORD, RankRecord
 
 Call = tuple[int, int]
@@ -257,7 +257,7 @@ def _hold(
     verdict.problems.append(
         Problem(
             Area.FAULT,
-            Kind.NO_RECOVERY_AFTER_HEAL,
+            ProblemKind.NO_RECOVERY_AFTER_HEAL,
             f"{where}, but the {which}, {name}, did not complete: {'; '.join(wrong)}",
             checkpoint=index,
             rank=_first_rank(results),

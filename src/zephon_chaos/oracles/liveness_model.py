@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from zephon_chaos.problem import Area, Kind, Problem, ProblemsVerdict
+from zephon_chaos.problem import Area, Problem, ProblemKind, ProblemsVerdict
 
 LEADER = 0
 """Zephon's round leader: global rank 0 (worker 0)."""
@@ -134,9 +134,9 @@ class LivenessProblem:
 
     def problem(self) -> Problem:
         kind = (
-            Kind.SLOW_PROPAGATION
+            ProblemKind.SLOW_PROPAGATION
             if self.kind is LivenessKind.SLOW_PROPAGATION
-            else Kind.UNBOUNDED_WAIT
+            else ProblemKind.UNBOUNDED_WAIT
         )
         return Problem(Area.LIVENESS, kind, self.describe(), self.phase, self.checkpoint, self.rank)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from zephon_chaos.problem import Area, Kind, Problem, ProblemsVerdict
+from zephon_chaos.problem import Area, Problem, ProblemKind, ProblemsVerdict
 from zephon_chaos.workload.records import CHECKPOINT_BEGUN, RankRecord
 
 LATE_SLACK_S = 0.5
@@ -86,10 +86,10 @@ class PolicyProblem:
 
     def problem(self) -> Problem:
         kind = {
-            PolicyProblemKind.ON_TIME_FAILURE: Kind.ON_TIME_FAILURE,
-            PolicyProblemKind.MISALIGNED: Kind.MISALIGNED,
-            PolicyProblemKind.PERSISTED_FAILED: Kind.PERSISTED_FAILED,
-            PolicyProblemKind.MISSING_FILE: Kind.MISSING_FILE,
+            PolicyProblemKind.ON_TIME_FAILURE: ProblemKind.ON_TIME_FAILURE,
+            PolicyProblemKind.MISALIGNED: ProblemKind.MISALIGNED,
+            PolicyProblemKind.PERSISTED_FAILED: ProblemKind.PERSISTED_FAILED,
+            PolicyProblemKind.MISSING_FILE: ProblemKind.MISSING_FILE,
         }[self.kind]
         return Problem(Area.POLICY, kind, self.describe(), self.phase, self.checkpoint)
 

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from zephon_chaos.problem import Area, Kind, Problem, ProblemsVerdict
+from zephon_chaos.problem import Area, Problem, ProblemKind, ProblemsVerdict
 from zephon_chaos.workload.records import SampleId
 
 LaneStreams = dict[int, list[list[SampleId]]]
@@ -90,7 +90,7 @@ class RankSequenceDivergence:
         )
 
     def problem(self) -> Problem:
-        kind = Kind.RANK_SEQUENCE_DIVERGED
+        kind = ProblemKind.RANK_SEQUENCE_DIVERGED
         return Problem(Area.BATCHES_IDENTICAL, kind, self.describe(), self.phase, rank=self.rank)
 
 
@@ -113,7 +113,7 @@ class TrainerStepDivergence:
         )
 
     def problem(self) -> Problem:
-        kind = Kind.TRAINER_STEP_DIVERGED
+        kind = ProblemKind.TRAINER_STEP_DIVERGED
         return Problem(Area.BATCHES_IDENTICAL, kind, self.describe(), self.phase, rank=self.rank)
 
 

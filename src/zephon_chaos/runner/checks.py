@@ -6,9 +6,9 @@ from pathlib import Path
 
 from zephon_chaos.harness_problem import HarnessGap, HarnessProblem, undescribed_failure
 from zephon_chaos.launch import GroupResult
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner.outcome import PhaseRun
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, WORKERS_RECORD, RankRecord
 from zephon_chaos.workload.spec import ALL_WORKERS
 
@@ -17,7 +17,7 @@ def failed_launch(area: Area, result: GroupResult, phase: int | None = None) -> 
     """A launch (``area``: a scenario's, or the reference run) that failed and should not
     have; its kind is ``timeout``, the first failure's error type, or ``failed``."""
     first = result.first_failure
-    kind: str = Kind.TIMEOUT if result.timed_out else Kind.FAILED
+    kind: str = ProblemKind.TIMEOUT if result.timed_out else ProblemKind.FAILED
     if not result.timed_out and first is not None and first.error_type:
         kind = first.error_type
     what = "the reference run" if phase is None else f"phase {phase}"
@@ -47,16 +47,16 @@ def group_never_formed(
 
 
 def expected_failure_problems(
-    index: int, phase: Phase, result: GroupResult
+    index: int, phase: Launch, result: GroupResult
 ) -> tuple[list[Problem], list[HarnessProblem]]:
     """A phase meant to be refused must fail, and with the error it names: (problems of the
     code under test, failures the harness could not describe, which judge nothing)."""
     if result.ok:
         text = f"phase {index} was expected to fail but succeeded"
-        return [Problem(Area.REFUSAL, Kind.ACCEPTED, text, phase=index)], []
+        return [Problem(Area.REFUSAL, ProblemKind.ACCEPTED, text, phase=index)], []
     if result.timed_out:
         text = f"phase {index} was expected to fail with an error but hung until its deadline"
-        return [Problem(Area.REFUSAL, Kind.HANG, text, phase=index)], []
+        return [Problem(Area.REFUSAL, ProblemKind.HANG, text, phase=index)], []
     if not phase.expect_error:
         return [], []
     undescribed = undescribed_failure(f"phase {index}", result)
@@ -69,7 +69,9 @@ def expected_failure_problems(
             f"phase {index} failed, but not with {phase.expect_error!r}: "
             f"first failure: rank {first.rank}: {first.error or first.status}"
         )
-        return [Problem(Area.REFUSAL, Kind.WRONG_ERROR, text, phase=index, rank=first.rank)], []
+        return [
+            Problem(Area.REFUSAL, ProblemKind.WRONG_ERROR, text, phase=index, rank=first.rank)
+        ], []
     return [], []
 
 
@@ -117,20 +119,20 @@ def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) ->
     i, result = run.index, run.result
     fired = [ev for rec in run.records for ev in rec.events if ev.get("kind") == "fault"]
 
-    def crash(kind: Kind, text: str, checkpoint: int | None = None) -> Problem:
+    def crash(kind: ProblemKind, text: str, checkpoint: int | None = None) -> Problem:
         return Problem(Area.CRASH, kind, text, phase=i, checkpoint=checkpoint)
 
     if result.ok:
         return [
             crash(
-                Kind.NO_END,
+                ProblemKind.NO_END,
                 f"phase {i} was to end by its scheduled rank fault(s) "
                 f"{list(run.phase.rank_faults)}, but the launch succeeded",
             )
         ]
     if not fired:
         text = f"phase {i} failed before its scheduled fault fired: {result.summary()}"
-        return [crash(Kind.EARLY_FAILURE, text)]
+        return [crash(ProblemKind.EARLY_FAILURE, text)]
     if index is None:
         return []
     facts = {f.index: f for f in run.checkpoints.facts}
@@ -140,23 +142,23 @@ def crash_problems(run: PhaseRun, index: int | None, canonical_replicas: int) ->
         where = f"phase {i}: checkpoint {j}, "
         if f is None or not f.completed:
             text = f"{where}due before the fault, did not complete"
-            problems.append(crash(Kind.LOST_CHECKPOINT, text, j))
+            problems.append(crash(ProblemKind.LOST_CHECKPOINT, text, j))
         elif j < index and len(f.ok_ranks) != len(run.records):
             text = f"{where}before the fault, lacks some rank's record"
-            problems.append(crash(Kind.CHECKPOINT, text, j))
+            problems.append(crash(ProblemKind.CHECKPOINT, text, j))
         elif len(set(f.digests.values())) > 1:
             text = f"{where}before the fault, differs between ranks: {f.digests}"
-            problems.append(crash(Kind.CHECKPOINT, text, j))
+            problems.append(crash(ProblemKind.CHECKPOINT, text, j))
         elif any(c != list(range(canonical_replicas)) for c in f.covered.values()):
             text = f"{where}before the fault, does not cover all lanes: {f.covered}"
-            problems.append(crash(Kind.CHECKPOINT, text, j))
+            problems.append(crash(ProblemKind.CHECKPOINT, text, j))
     if not problems and not Path(run.spec.checkpoint_path(index)).exists():  # dcp: a folder
         text = f"phase {i}: rank 0 persisted no checkpoint {index} before the fault"
-        problems.append(crash(Kind.LOST_CHECKPOINT, text, index))
+        problems.append(crash(ProblemKind.LOST_CHECKPOINT, text, index))
     return problems
 
 
-def judged_by_resuming(phase: Phase) -> bool:
+def judged_by_resuming(phase: Launch) -> bool:
     """Whether ``phase``'s ranks may get different merged checkpoints, each judged by resuming
     it: ``independent`` retry beside a lag (free-running ranks that retry alone)."""
     return phase.retry == "independent" and bool(phase.lags)

@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 
 from zephon_chaos.oracles.faults import failure_bound_s
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 from zephon_chaos.workload.records import BEGAN_RECORD, RankRecord, read_rank
 from zephon_chaos.workload.spec import WorkloadSpec
 
@@ -248,7 +248,7 @@ def every_rank_began(out_dir: Path, world_size: int) -> Callable[[], bool]:
     return formed
 
 
-def plan_of(phase: Phase, spec: WorkloadSpec) -> LaunchPlan:
+def plan_of(phase: Launch, spec: WorkloadSpec) -> LaunchPlan:
     """The plan of launching ``phase`` as ``spec`` (after the runner prepared it).
 
     Faulted waits: a link, hosted-store or round-point rank fault may fail every round of

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from zephon_chaos.harness_problem import HarnessProblem
 from zephon_chaos.nemeses.nemesis import LaunchFault
-from zephon_chaos.problem import Area, Kind, Problem, found_in
+from zephon_chaos.problem import Area, Problem, ProblemKind, found_in
 from zephon_chaos.runner.checks import (
     crash_problems,
     expected_failure_problems,
@@ -88,7 +88,7 @@ def phase_fate(
     if not result.ok and not result.timed_out and run.policy.failed_by_arrival:
         return PhaseFate(Fate.LATE, survivor, found)
     checkpoints = found_in(i, run.checkpoints)
-    last = i == len(scenario.phases) - 1
+    last = i == len(scenario.launches) - 1
     if result.ok and phase.retry == "skip" and survivor is None and not last:
         return PhaseFate(Fate.SKIPPED, None, found + checkpoints)
     if not result.ok:
@@ -101,7 +101,10 @@ def phase_fate(
         return PhaseFate(Fate.DRIFTED, None, found + checkpoints)
     if survivor is None:
         none = Problem(
-            Area.CHECKPOINT, Kind.NONE, f"phase {i} completed no checkpoint to restore from", i
+            Area.CHECKPOINT,
+            ProblemKind.NONE,
+            f"phase {i} completed no checkpoint to restore from",
+            i,
         )
         return PhaseFate(Fate.NO_CHECKPOINT, None, [*found, *checkpoints, none])
     return PhaseFate(Fate.RESUMED, survivor, found + checkpoints)

@@ -18,7 +18,7 @@ from typing import Any
 from zephon_chaos.diagnostics.frames import ThreadStack, parse_stacks
 from zephon_chaos.launch.hangwatch import HangWatch, Stacks
 from zephon_chaos.oracles.faults import failure_bound_s
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 from zephon_chaos.workload.records import RankRecord, read_phase
 
 WORKER_START_S = 60.0
@@ -54,7 +54,7 @@ class LaunchContext:
     the folder its ranks write to, and the driver of its faults (a ``FaultedLaunch`` or a
     ``StoreFaultLaunch``; None without)."""
 
-    phase: Phase
+    phase: Launch
     out_dir: Path
     fault: Any = None
 

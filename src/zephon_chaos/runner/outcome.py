@@ -16,7 +16,7 @@ from zephon_chaos.oracles import policies as policy_oracle
 from zephon_chaos.oracles.global_batches import PhaseRecords, Verdict
 from zephon_chaos.problem import Problem
 from zephon_chaos.runner.deadlines import Deadline
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import RankRecord
 from zephon_chaos.workload.spec import WorkloadSpec
 
@@ -24,7 +24,7 @@ from zephon_chaos.workload.spec import WorkloadSpec
 @dataclass
 class PhaseRun:
     index: int
-    phase: Phase
+    phase: Launch
     spec: WorkloadSpec
     result: GroupResult
     records: list[RankRecord]

@@ -20,7 +20,7 @@ from zephon_chaos.oracles.global_batches import (
     draws,
     lane_streams,
 )
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner.outcome import PhaseRun, ResumeFact, ScenarioOutcome
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.workload.records import RankRecord, read_phase, read_rank
@@ -157,7 +157,7 @@ def restarted_attempt(
     """
     from zephon_chaos.faults.restart import attempt_dir, latest_checkpoint, restored_from
 
-    phase, out = scenario.phases[i], Path(spec.out_dir)
+    phase, out = scenario.launches[i], Path(spec.out_dir)
     c = scenario.canonical_replicas(i)
     where = f"phase {i}"
     suffix = spec.checkpoint_path(0).suffix.lstrip(".")
@@ -165,7 +165,7 @@ def restarted_attempt(
     numbers = (p.name.removeprefix("restart") for p in out.glob("restart*"))
     attempts = [0, *sorted(int(n) for n in numbers if n.isdigit())]
 
-    def restart(kind: Kind, text: str, checkpoint: int | None = None) -> None:
+    def restart(kind: ProblemKind, text: str, checkpoint: int | None = None) -> None:
         outcome.problems.append(Problem(Area.RESTART, kind, text, phase=i, checkpoint=checkpoint))
 
     if attempts == [0] and rounds is not None and result.ok:
@@ -179,10 +179,13 @@ def restarted_attempt(
         if rounds is not None:
             outcome.problems.extend(rounds.judge(run, attempt=attempt))
         elif not any(ev.get("kind") == "fault" for rec in records for ev in rec.events):
-            restart(Kind.FAULT_NEVER_FIRED, f"{where}: attempt {attempt}'s rank fault never fired")
+            restart(
+                ProblemKind.FAULT_NEVER_FIRED,
+                f"{where}: attempt {attempt}'s rank fault never fired",
+            )
         if attempt + 1 not in attempts:
             restart(
-                Kind.NO_RESTART,
+                ProblemKind.NO_RESTART,
                 f"{where}: torchrun did not restart attempt {attempt}: {result.summary()}",
             )
             return Restarted(here, later, track)
@@ -191,7 +194,7 @@ def restarted_attempt(
         lost = [] if rounds is not None else ckpt_oracle.lost(facts, _due(scenario, i))
         if lost:
             restart(
-                Kind.LOST_CHECKPOINT,
+                ProblemKind.LOST_CHECKPOINT,
                 f"{where}: checkpoint {lost[0]} of attempt {attempt}, due before the fault, did "
                 "not complete",
                 lost[0],
@@ -203,7 +206,7 @@ def restarted_attempt(
             index = int(persisted.stem.split("-")[1])
             if not any(f.index == index for f in run.checkpoints.facts):
                 restart(
-                    Kind.WRONG_RESTORE,
+                    ProblemKind.WRONG_RESTORE,
                     f"{where}: attempt {attempt} persisted checkpoint {index} ({persisted}) but "
                     "no rank recorded taking it",
                     index,
@@ -218,7 +221,7 @@ def restarted_attempt(
         restored = restored_from(nxt, phase.world_size)
         if restored != {restore}:
             restart(
-                Kind.WRONG_RESTORE,
+                ProblemKind.WRONG_RESTORE,
                 f"{where}: attempt {attempt + 1} restored {sorted(map(str, restored))}, not the "
                 f"latest checkpoint an earlier attempt persisted ({restore})",
             )
@@ -229,7 +232,7 @@ def restarted_attempt(
         errors = [str((r.error or {}).get("error", "")) for r in read_phase(here, phase.world_size)]
         failed = Problem(
             Area.LAUNCH,
-            Kind.FAILED,
+            ProblemKind.FAILED,
             f"{where}: attempt {faulted}, which its fault spared, failed and torchrun restarted "
             f"it ({attempts[-1] - faulted} more attempt(s)): "
             + ("; ".join(e for e in errors if e) or "no rank recorded an error"),
@@ -243,5 +246,5 @@ def _due(scenario: Scenario, i: int) -> int:
     kept = scenario.restart_kept(i)
     if kept is None:
         return 0
-    marks = sorted({(cp.step, cp.extra) for cp in scenario.phases[i].checkpoints})
+    marks = sorted({(cp.step, cp.extra) for cp in scenario.launches[i].checkpoints})
     return marks.index((kept.step, kept.extra)) + 1

@@ -49,7 +49,7 @@ from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.relaunches import Relaunches
 from zephon_chaos.runner.resume import Resume, restarted_attempt
 from zephon_chaos.runner.verify import reference_margin, verify_run
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.data import materialize_jsonl
 from zephon_chaos.workload.records import read_phase
 from zephon_chaos.workload.spec import WorkloadSpec
@@ -73,7 +73,7 @@ def cli_launcher(root: Path) -> Launcher:
 
 
 def workload_spec(scenario: Scenario, index: int, out_dir: Path, data_dir: Path) -> WorkloadSpec:
-    phase = scenario.phases[index]
+    phase = scenario.launches[index]
     return WorkloadSpec(
         data=scenario.data,
         pipeline=replace(
@@ -157,7 +157,7 @@ class ScenarioRunner:
 
     def _phase_deadline(
         self,
-        phase: Phase,
+        phase: Launch,
         spec: WorkloadSpec,
         reference: ReferenceTiming | None,
         faults: Sequence[LaunchFault] = (),
@@ -189,7 +189,7 @@ class ScenarioRunner:
         return StoreProcess(deadline_s=4 * self.deadline_s, pid_file=work / "store.pids")
 
     _launch_restarts: int = 0
-    """torchrun ``--max-restarts`` of the launch being started (``Phase.max_restarts``)."""
+    """torchrun ``--max-restarts`` of the launch being started (``Launch.max_restarts``)."""
 
     def finish_launch(self) -> None:
         """What a launch's ranks do at exit is done: a rank process has exited when its launch
@@ -263,7 +263,7 @@ class ScenarioRunner:
 
         world = Relaunches(scenario.deployment, work / "aggregate")
         try:
-            for i, phase in enumerate(scenario.phases):
+            for i, phase in enumerate(scenario.launches):
                 out = work / f"phase{i}"
                 out.mkdir(mode=0o700)
                 spec = workload_spec(scenario, i, out, data_dir)
@@ -274,7 +274,7 @@ class ScenarioRunner:
                     if store_host is None or scenario.deployment.hosted_store == "launch":
                         if store_host is not None:  # a fresh store per launch, as deployed
                             self.close_store(store_host)
-                        faults = any(ph.store_faults for ph in scenario.phases)
+                        faults = any(ph.store_faults for ph in scenario.launches)
                         store_host = self.open_store_process(work) if faults else self.open_store()
                         world.fresh_store()
                     elif not getattr(store_host, "serving", True):
@@ -303,7 +303,7 @@ class ScenarioRunner:
                         f"s{self._count}-phase{i}",
                         spec,
                         phase.world_size,
-                        phase.launch,
+                        phase.path,
                         phase.hosts,
                         deadline.seconds,
                         self._hang_watch(context, spec),
@@ -311,7 +311,7 @@ class ScenarioRunner:
                     )
                 passed(result, deadline, formation)
                 self._launch_restarts = 0
-                if world.place is not None and i < len(scenario.phases) - 1:
+                if world.place is not None and i < len(scenario.launches) - 1:
                     self.finish_launch()  # Zephon's teardown done before the next one looks
                 world.after_launch(getattr(store_host, "serving", True))
                 restarted = None
@@ -385,7 +385,7 @@ class ScenarioRunner:
         world = next(  # one rank per DP group of the first accepted launch
             (
                 ph.dp
-                for i, ph in enumerate(scenario.phases)
+                for i, ph in enumerate(scenario.launches)
                 if not ph.expect_failure and ph.dp <= scenario.canonical_replicas(i)
             ),
             1,
@@ -393,7 +393,7 @@ class ScenarioRunner:
         ref = Scenario(
             data=scenario.data,
             pipeline=replace(scenario.pipeline, aggregation="store"),
-            phases=(Phase(world, scenario.reference_steps + reference_margin(scenario)),),
+            launches=(Launch(world, scenario.reference_steps + reference_margin(scenario)),),
             name=f"{scenario.name}-reference",
             backend=scenario.backend,
         )
@@ -413,7 +413,7 @@ class ScenarioRunner:
         records = read_phase(out, world)
         outcome.reference = PhaseRun(
             -1,
-            ref.phases[0],
+            ref.launches[0],
             spec,
             result,
             records,

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING
 from zephon_chaos.harness_problem import HarnessProblem
 from zephon_chaos.launch import GroupResult
 from zephon_chaos.oracles.global_batches import LaneStreams, Verdict, compare, lane_streams
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner.checks import failed_launch, group_never_formed, judged_by_resuming
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import RankRecord, read_phase
 from zephon_chaos.workload.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 
-Launch = Callable[[str, WorkloadSpec, int], GroupResult]
+VerifyLauncher = Callable[[str, WorkloadSpec, int], GroupResult]
 """Runs one verification launch: its name, its spec, its world size (the runner's launcher)."""
 
 VERIFY_STEPS = 2
@@ -49,7 +49,7 @@ MAX_WORLDS = 2
 def reference_margin(scenario: Scenario) -> int:
     """Global steps the reference runs beyond the scenario's own, so that a checkpoint taken
     at a launch's end is still compared over :data:`VERIFY_STEPS` when resumed."""
-    return VERIFY_STEPS if any(judged_by_resuming(ph) for ph in scenario.phases) else 0
+    return VERIFY_STEPS if any(judged_by_resuming(ph) for ph in scenario.launches) else 0
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def returned_checkpoints(
                     problems.append(
                         Problem(
                             Area.VERIFY,
-                            Kind.INCONSISTENT,
+                            ProblemKind.INCONSISTENT,
                             f"phase {phase}: merged checkpoint {digest[:12]} was returned to "
                             f"rank {r} (checkpoint {i}) with lane {lane} at {n} batches, and "
                             f"to another rank with it at {positions[int(lane)]}",
@@ -163,7 +163,7 @@ def returned_checkpoints(
     return out, unjudged, problems
 
 
-def verify_worlds(phase: Phase, c: int, next_phase: Phase | None) -> list[tuple[int, int]]:
+def verify_worlds(phase: Launch, c: int, next_phase: Launch | None) -> list[tuple[int, int]]:
     """(world size, tp) to resume on: the launch's own, then the next launch's if it differs
     and Zephon accepts it, else one rank fewer, else one more (within C)."""
     own = (phase.world_size, phase.tp)
@@ -175,7 +175,7 @@ def verify_worlds(phase: Phase, c: int, next_phase: Phase | None) -> list[tuple[
     return [own, *([other] if other else [])][:MAX_WORLDS]
 
 
-def plan(run: PhaseRun, c: int, next_phase: Phase | None) -> VerifyPlan:
+def plan(run: PhaseRun, c: int, next_phase: Launch | None) -> VerifyPlan:
     """What to resume after launch ``run``: each distinct merged checkpoint its ranks got (at
     most :data:`MAX_CHECKPOINTS`) on each of :func:`verify_worlds`; empty unless the launch
     is :func:`judged_by_resuming`."""
@@ -255,7 +255,7 @@ def judge(
 
 
 def verify_run(
-    launch: Launch,
+    launch: VerifyLauncher,
     scenario: Scenario,
     run: PhaseRun,
     reference: list[RankRecord],
@@ -265,7 +265,7 @@ def verify_run(
     verification launch, and record it in ``outcome`` (its problems, area ``verify``)."""
     i = run.index
     c = scenario.canonical_replicas(i)
-    following = scenario.phases[i + 1] if i + 1 < len(scenario.phases) else None
+    following = scenario.launches[i + 1] if i + 1 < len(scenario.launches) else None
     planned = plan(run, c, following)
     outcome.problems += list(planned.problems)
     outcome.unjudged += [(i, u) for u in planned.unjudged]

@@ -5,7 +5,7 @@ Four modules: ``predicates`` (the rules' questions and constants, written once),
 hosted store's faults and torchrun's restarts, both views); this package names them all.
 
 Two views of the same predicates: :func:`violations` lists what a scenario breaks (each a
-:class:`Violation` naming the field; ``Scenario.validate`` raises the first), and
+:class:`RuleBreach` naming the field; ``Scenario.validate`` raises the first), and
 :func:`normalised` repairs what can be derived (a launch with more ranks than lanes is a
 refusal, a link fault no round can time is dropped, ...). The strategies build every
 scenario through ``normalised``, and the explorer's polishing normalises each candidate, so

@@ -1,6 +1,6 @@
 """The harness-hosted store's faults, and torchrun's restarts: their rules, both views.
 
-One launch may carry one hosted-store fault (``Phase.store_faults``): aggregation
+One launch may carry one hosted-store fault (``Launch.store_faults``): aggregation
 ``store_explicit`` (the store the harness hosts and the launches share), timed by a round
 point where a link fault could be (``no_round``), at round n at most the checkpoint count,
 beside no rank or link fault and no retry; ``sigstop`` stalls it 0 < ``stall_s`` <=
@@ -25,11 +25,11 @@ from zephon_chaos.workload.spec import (
 )
 
 if TYPE_CHECKING:
-    from zephon_chaos.scenario import Phase, Scenario
+    from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules.predicates import (
     NoRound,
     Rule,
-    Violation,
+    RuleBreach,
     no_round,
     refusal,
     round_point,
@@ -74,19 +74,19 @@ def no_store_fault(s: Scenario, i: int) -> NoRound | NoHostedStore | None:
     return None if why is NoRound.NOT_STORE else why
 
 
-def store_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
+def store_fault_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
     """The hosted-store fault and restart rules of launch ``i``."""
 
-    ph, where = s.phases[i], f"phases[{i}]"
+    ph, where = s.launches[i], f"launches[{i}]"
     if refusal(s, i) is not None:
         if ph.store_faults:
-            yield Violation(
+            yield RuleBreach(
                 f"{where}.store_faults",
                 "a refused launch runs nothing, so has none",
                 Rule.STORE_FAULT_REFUSED_LAUNCH,
             )
         if ph.max_restarts:
-            yield Violation(
+            yield RuleBreach(
                 f"{where}.max_restarts",
                 "a refused launch has nothing to restart",
                 Rule.RESTARTS_REFUSED_LAUNCH,
@@ -95,17 +95,17 @@ def store_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     if ph.store_faults:
         blocked = no_store_fault(s, i)
         if blocked is not None:
-            yield Violation(
+            yield RuleBreach(
                 f"{where}.store_faults",
                 f"no round can time a store fault: {blocked.value}",
                 STORE_FAULT_RULES[blocked],
             )
         if len(ph.store_faults) > 1:
-            yield Violation(
+            yield RuleBreach(
                 f"{where}.store_faults", "at most one store fault a launch", Rule.ONE_STORE_FAULT
             )
         if ph.rank_faults or ph.proxy_faults or ph.max_restarts:
-            yield Violation(
+            yield RuleBreach(
                 f"{where}.store_faults",
                 "a launch with a store fault has no rank or link fault and no restarts "
                 "(neither verdict would be clear)",
@@ -114,81 +114,81 @@ def store_fault_violations(s: Scenario, i: int) -> Iterator[Violation]:
     for j, f in enumerate(ph.store_faults):
         at = f"{where}.store_faults[{j}]"
         if f.action not in STORE_ACTIONS:
-            yield Violation(
+            yield RuleBreach(
                 f"{at}.action", f"must be one of {STORE_ACTIONS}", Rule.STORE_ACTION_KNOWN
             )
         point = round_point(f.at)
         if point is None or point[0] == "start":
-            yield Violation(
+            yield RuleBreach(
                 f"{at}.at",
                 f"{f.at!r} is not a round point ({', '.join(ROUND_PHASES)}) with an "
                 "optional '#n' (n >= 1)",
                 Rule.STORE_FAULT_POINT,
             )
         elif point[1] > len(ph.checkpoints):
-            yield Violation(
+            yield RuleBreach(
                 f"{at}.at",
                 f"round {point[1]} of {point[0]!r}, but the launch takes "
                 f"{len(ph.checkpoints)} checkpoint(s)",
                 Rule.STORE_FAULT_ROUND_COUNT,
             )
         if not 0 < f.stall_s <= MAX_STALL_S:
-            yield Violation(
+            yield RuleBreach(
                 f"{at}.stall_s", f"must lie in (0, {MAX_STALL_S}] seconds", Rule.STALL_BOUND
             )
     yield from _restart_violations(s, i)
 
 
-def _restart_violations(s: Scenario, i: int) -> Iterator[Violation]:
-    ph, where = s.phases[i], f"phases[{i}]"
+def _restart_violations(s: Scenario, i: int) -> Iterator[RuleBreach]:
+    ph, where = s.launches[i], f"launches[{i}]"
     if ph.max_restarts < 0:
-        yield Violation(f"{where}.max_restarts", "must be 0 or more", Rule.RESTARTS_NONNEGATIVE)
+        yield RuleBreach(f"{where}.max_restarts", "must be 0 or more", Rule.RESTARTS_NONNEGATIVE)
     if ph.max_restarts <= 0:
         return
     if not ph.rank_faults:
-        yield Violation(
+        yield RuleBreach(
             f"{where}.max_restarts",
             "restarts need a rank fault (restart: 0) that ends attempt 0; add one or use 0",
             Rule.RESTARTS_NEED_RANK_FAULT,
         )
     for j, f in enumerate(ph.rank_faults):
         if f.restart != 0:
-            yield Violation(
+            yield RuleBreach(
                 f"{where}.rank_faults[{j}].restart",
                 "must be 0 under max_restarts: a fault in every attempt uses up the restarts",
                 Rule.RESTART_FAULT_ATTEMPT_ZERO,
             )
         elif not 1 <= f.attempts <= ph.max_restarts:
-            yield Violation(
+            yield RuleBreach(
                 f"{where}.rank_faults[{j}].attempts",
                 f"must lie in 1..max_restarts ({ph.max_restarts}): a fault in every attempt "
                 "uses up the restarts",
                 Rule.RESTART_FAULT_ATTEMPT_ZERO,
             )
         if f.action not in RESTART_ACTIONS:
-            yield Violation(
+            yield RuleBreach(
                 f"{where}.rank_faults[{j}].action",
                 f"under max_restarts one of {RESTART_ACTIONS} (torchrun restarts ended workers)",
                 Rule.RESTART_ACTIONS,
             )
     if ph.hosts != 1:
-        yield Violation(
+        yield RuleBreach(
             f"{where}.max_restarts", "restarts are checked on one host", Rule.RESTARTS_ONE_HOST
         )
-    if i < len(s.phases) - 1 and ph.restore_point is None:
-        yield Violation(
+    if i < len(s.launches) - 1 and ph.restore_point is None:
+        yield RuleBreach(
             f"{where}.checkpoints",
             "a restarted launch followed by another must checkpoint (attempt 1 hands it on)",
             Rule.RESTARTED_LAUNCH_CHECKPOINTS,
         )
 
 
-def normalised_store_faults(s: Scenario, i: int, ph: Phase) -> Phase:
+def normalised_store_faults(s: Scenario, i: int, ph: Launch) -> Launch:
     """Launch ``i`` (``ph``: already normalised by the other rules) with its hosted-store
     fault and restarts made to obey the rules above."""
     if refusal(s, i) is not None or ph.expect_failure:
         return replace(ph, store_faults=(), max_restarts=0)
-    here = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
+    here = s.with_(launches=(*s.launches[:i], ph, *s.launches[i + 1 :]))
     restarts = max(0, ph.max_restarts) if ph.rank_faults and ph.hosts == 1 else 0
     if restarts:
         faults = tuple(
@@ -200,7 +200,7 @@ def normalised_store_faults(s: Scenario, i: int, ph: Phase) -> Phase:
         ph = replace(ph, rank_faults=faults or ph.rank_faults, max_restarts=restarts)
         if restarts:
             ph = replace(ph, lags=())
-        if faults and i < len(s.phases) - 1 and not ph.checkpoints:
+        if faults and i < len(s.launches) - 1 and not ph.checkpoints:
             ph = replace(ph, checkpoints=(CheckpointAt(ph.steps),))
     else:
         ph = replace(ph, max_restarts=0)

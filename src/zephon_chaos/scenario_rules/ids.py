@@ -3,7 +3,7 @@
 Each removes part of the scenario space: ``docs/space.md`` says for each why (the state
 cannot arise, a user error Zephon refuses, a Zephon limitation a default recipe meets, or a
 limit of the harness), and ``tests/unit/scenario_rules/test_space_doc.py`` keeps the two in
-step. A :class:`~zephon_chaos.scenario_rules.predicates.Violation` carries its rule, as does a
+step. A :class:`~zephon_chaos.scenario_rules.predicates.RuleBreach` carries its rule, as does a
 ``ScenarioError`` from ``Scenario.validate`` and an in-process tier refusal.
 """
 

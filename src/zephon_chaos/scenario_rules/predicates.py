@@ -22,7 +22,7 @@ from zephon_chaos.workload.spec import (
 )
 
 if TYPE_CHECKING:
-    from zephon_chaos.scenario import Phase, Scenario
+    from zephon_chaos.scenario import Launch, Scenario
 
 
 # The package re-exports all of these (``from .predicates import *``).
@@ -44,7 +44,7 @@ __all__ = [
     "NoRound",
     "Refusal",
     "Rule",
-    "Violation",
+    "RuleBreach",
     "cannot_run_dry",
     "clash",
     "collective",
@@ -194,8 +194,8 @@ _LINK_FAULT_RULES = {
 
 
 @dataclass(frozen=True)
-class Violation:
-    """A rule a scenario breaks: the field (``phases[1].proxy_faults[0].rank``), why, and
+class RuleBreach:
+    """A rule a scenario breaks: the field (``launches[1].proxy_faults[0].rank``), why, and
     which refusal (``docs/space.md`` classes each)."""
 
     field: str
@@ -214,7 +214,7 @@ def own_workers(pipeline: PipelineSpec) -> bool:
     return pipeline.runner == "process" and not pipeline.mtp_mode
 
 
-def faulted_otherwise(ph: Phase) -> bool:
+def faulted_otherwise(ph: Launch) -> bool:
     """The launch carries a fault beside any child fault: a rank, link or hosted-store fault,
     or a lag."""
     return bool(ph.rank_faults or ph.proxy_faults or ph.store_faults or ph.lags)
@@ -232,7 +232,7 @@ def lanes_per_rank(
 def child_tail_steps(s: Scenario, i: int, rank: int) -> int:
     """Steps launch ``i`` draws after a mid-launch child fault on ``rank``, so that the rank
     draws ``CHILD_TAIL_ROWS`` rows (it draws one batch a lane each step)."""
-    ph = s.phases[i]
+    ph = s.launches[i]
     per = lanes_per_rank(ph.world_size, s.canonical_replicas(i), s.pipeline.mapping, ph.tp)
     lanes = per[rank] if 0 <= rank < len(per) else 1
     return -(-CHILD_TAIL_ROWS // (s.data.microbatch * lanes))
@@ -257,7 +257,7 @@ def restored_c(s: Scenario, i: int) -> int | None:
 def refusal(s: Scenario, i: int) -> Refusal | None:
     """Why Zephon refuses launch ``i``, or None when it accepts it."""
     c = s.canonical_replicas(i)
-    if s.phases[i].dp > c:  # Zephon counts DP groups against C, not ranks
+    if s.launches[i].dp > c:  # Zephon counts DP groups against C, not ranks
         return Refusal.MORE_RANKS_THAN_LANES
     before = restored_c(s, i)
     if before is not None and before != c:
@@ -270,7 +270,7 @@ def no_round(
 ) -> NoRound | None:
     """Why launch ``i`` cannot carry a link fault (a round-point rank fault: ``aggregations``
     ``POINT_AGGREGATIONS``, see :func:`no_point_round`); world and pipeline reasons first."""
-    ph, p = s.phases[i], s.pipeline
+    ph, p = s.launches[i], s.pipeline
     if ph.world_size < 2:
         return NoRound.ONE_RANK
     if p.aggregation not in aggregations:
@@ -327,8 +327,8 @@ def cannot_run_dry(s: Scenario) -> bool:
     their own step count; generated ones take ``RUN_DRY_STEPS``.
     """
     finite = [src.rows() for src in s.data.sources if src.exhausted == "stop"]
-    last = len(s.phases) - 1
-    if not finite or s.phases[last].expect_failure:
+    last = len(s.launches) - 1
+    if not finite or s.launches[last].expect_failure:
         return False
     rows = s.reference_steps * s.canonical_replicas(last) * s.data.microbatch
     return rows < min(finite)
@@ -376,7 +376,7 @@ def retried(f: RankFault) -> bool:
     return f.at_round and f.action not in PROCESS_ENDING_ACTIONS
 
 
-def lag_fits(lag: RankLag, ph: Phase) -> bool:
+def lag_fits(lag: RankLag, ph: Launch) -> bool:
     peer = lag.awaited()
     return (
         0 <= lag.rank < ph.world_size

@@ -17,7 +17,7 @@ from zephon_chaos.workload.spec import (
 )
 
 if TYPE_CHECKING:
-    from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+    from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.scenario_rules.hosted import normalised_store_faults
 from zephon_chaos.scenario_rules.predicates import (
     FOLLOWER_POINTS,
@@ -49,17 +49,17 @@ def normalised(s: Scenario) -> Scenario:
 
     What cannot be derived (a bad enum, a world of 0 ranks) is left for ``validate`` to name.
     """
-    if not s.phases or any(ph.world_size < 1 or ph.steps < 0 or ph.tp < 1 for ph in s.phases):
+    if not s.launches or any(ph.world_size < 1 or ph.steps < 0 or ph.tp < 1 for ph in s.launches):
         return s
-    done: list[Phase] = []
-    for i in range(len(s.phases)):
-        here = s.with_(phases=(*done, *s.phases[i:]))
+    done: list[Launch] = []
+    for i in range(len(s.launches)):
+        here = s.with_(launches=(*done, *s.launches[i:]))
         launch = normalised_store_faults(here, i, _normalised_launch(here, i))
         done.append(_with_children(here, i, launch))
-    return s.with_(phases=tuple(done))
+    return s.with_(launches=tuple(done))
 
 
-def _with_children(s: Scenario, i: int, ph: Phase) -> Phase:
+def _with_children(s: Scenario, i: int, ph: Launch) -> Launch:
     """``ph`` with its child faults kept only where the rules allow them (worker processes,
     endless data, no other fault), each on a rank of the launch and a step that has a batch."""
     if (
@@ -75,7 +75,7 @@ def _with_children(s: Scenario, i: int, ph: Phase) -> Phase:
         replace(f, rank=f.rank % ph.world_size, at_step=min(max(1, f.at_step), ph.steps))
         for f in ph.child_faults[:1]
     )
-    here = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
+    here = s.with_(launches=(*s.launches[:i], ph, *s.launches[i + 1 :]))
     steps = max(
         [ph.steps]
         + [f.at_step + child_tail_steps(here, i, f.rank) for f in kept if f.at_step < ph.steps]
@@ -87,13 +87,13 @@ def _with_children(s: Scenario, i: int, ph: Phase) -> Phase:
     return replace(ph, child_faults=kept, sync="lockstep", steps=steps, checkpoints=cps)
 
 
-def _normalised_launch(s: Scenario, i: int) -> Phase:
+def _normalised_launch(s: Scenario, i: int) -> Launch:
     """Launch ``i`` of ``s`` (launches before it already normalised) made to obey the rules."""
-    ph = s.phases[i]
+    ph = s.launches[i]
     tp = laid_out_tp(ph.world_size, ph.tp, s.canonical_replicas(i))
     if tp != ph.tp:
         ph = replace(ph, tp=tp)
-        s = s.with_(phases=(*s.phases[:i], ph, *s.phases[i + 1 :]))
+        s = s.with_(launches=(*s.launches[:i], ph, *s.launches[i + 1 :]))
     why = refusal(s, i)
     if why is not None:
         error = ph.expect_error if ph.expect_failure and why.value in ph.expect_error else why.value
@@ -108,7 +108,7 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
             expect_failure=True,
             expect_error=error,
         )
-    last, finite = i == len(s.phases) - 1, is_finite(s.data)
+    last, finite = i == len(s.launches) - 1, is_finite(s.data)
     rows = sum(src.rows() for src in s.data.sources)
     steps = max(ph.steps, RUN_DRY_STEPS, rows) if last and finite else ph.steps
     c, mapping = s.canonical_replicas(i), s.pipeline.mapping
@@ -138,8 +138,8 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
         proxy_faults=tuple(_placed(f, ph.world_size) for f in ph.proxy_faults),
     )
 
-    def here(p: Phase) -> Scenario:
-        return s.with_(phases=(*s.phases[:i], p, *s.phases[i + 1 :]))
+    def here(p: Launch) -> Scenario:
+        return s.with_(launches=(*s.launches[:i], p, *s.launches[i + 1 :]))
 
     blocked = no_round(here(ph), i)
     if ph.proxy_faults and (blocked is None or blocked.about_checkpoints):
@@ -162,7 +162,7 @@ def _normalised_launch(s: Scenario, i: int) -> Phase:
 def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> RankFault | None:
     """The first round-point rank fault on a rank that writes its point, if a round can
     time it (else None: the launch keeps its step faults)."""
-    ph = s.phases[i]
+    ph = s.launches[i]
     if not faults or no_point_round(s, i) is not None:
         return None
     f = faults[0]
@@ -174,7 +174,7 @@ def _placed_rank_fault(s: Scenario, i: int, faults: Sequence[RankFault]) -> Rank
     return replace(f, rank=_writer(point[0], f.rank, ph.world_size), at_step=0)
 
 
-def _synced(ph: Phase, persist_format: str) -> Phase:
+def _synced(ph: Launch, persist_format: str) -> Launch:
     """``ph`` with its lag kept only where it obeys the rules, and the sync a lag needs: a
     drift shortened to the checkpoints there are, and none beside an agreeing policy."""
     drift_fits = [_drift_fitted(lag, ph) for lag in ph.lags[:1]]
@@ -192,7 +192,7 @@ def _synced(ph: Phase, persist_format: str) -> Phase:
     return replace(ph, lags=tuple(lags), sync="free" if lags else ph.sync)
 
 
-def _drift_fitted(lag: RankLag, ph: Phase) -> RankLag:
+def _drift_fitted(lag: RankLag, ph: Launch) -> RankLag:
     """``lag`` drifting no further than the launch's last checkpoint."""
     room = len(ph.checkpoints) - 1 - lag.checkpoint
     return replace(lag, by=max(0, min(lag.by, room)))

@@ -31,8 +31,8 @@ def aim(
     same = tuple(
         a for a in aims if a.aggregation == first.aggregation and a.kind not in WHOLE_SCENARIO_AIMS
     )
-    where = draw(ints(0, len(scenario.phases) - 1))
-    for i in range(len(scenario.phases)):
+    where = draw(ints(0, len(scenario.launches) - 1))
+    for i in range(len(scenario.launches)):
         aim: Aim | None = first
         if i != where:
             more = draw(weighted(AIM_CHOICES, MORE_AIM_ODDS)) != AIM_CHOICES[0]

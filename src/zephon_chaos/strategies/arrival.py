@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 from zephon_chaos.strategies.values import ints, one_of, weighted
 from zephon_chaos.workload.spec import (
     RankLag,
@@ -15,7 +15,7 @@ from zephon_chaos.workload.spec import (
 
 SYNC_CHOICES = ("lockstep", "free")
 SYNC_ODDS = (3, 1)
-"""How a torchrun launch's ranks arrive at checkpoints (``Phase.sync``): meeting first, as
+"""How a torchrun launch's ranks arrive at checkpoints (``Launch.sync``): meeting first, as
 trainers do, or free-running. Rank threads meet in lockstep (``inproc.collective``) and a
 lag needs a process group, so the in-process tier draws neither."""
 LAG_CHOICES = ("none", "lag")
@@ -35,7 +35,7 @@ DRIFTS = (0, 0, 1, 2)
 rules keep a drift from an agreeing policy (a deadlock) and within the launch's checkpoints."""
 
 
-def arrival(draw: st.DrawFn, phase: Phase, *, lags: bool = True) -> Phase:
+def arrival(draw: st.DrawFn, phase: Launch, *, lags: bool = True) -> Launch:
     """``phase`` with how its ranks arrive: in lockstep, or free-running with (one time in
     two) a deliberate lag (``RankLag``: late by construction, a fault: only with ``lags``),
     the policy after it, and how many whole checkpoint intervals it drifts behind.

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from zephon_chaos.aims import Aim, link_attributes
 from zephon_chaos.deployment import Deployment
 from zephon_chaos.dimensions.settings import Options, Setting, setting_of, settings_of
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, StoreFault
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, StoreFault
 from zephon_chaos.scenario_rules import (
     lanes_per_rank,
     normalised,
@@ -202,7 +202,7 @@ def _phase(
     max_steps: int,
     faults: bool,
     store_faults: bool = False,
-) -> Phase:
+) -> Launch:
     c, mapping = pipeline.canonical_replicas, pipeline.mapping
     # Every choice is drawn whatever the earlier ones were, so that shrinking one value
     # (C, a world size, the data) does not shift the meaning of all the choices after it.
@@ -253,11 +253,11 @@ def _phase(
     # Drawn as is: ``scenario_rules.normalised`` makes the scenario obey the rules (a launch
     # with more ranks than lanes becomes a refusal, a link fault no round can time goes, a
     # tp that does not divide the world is lowered).
-    return Phase(
+    return Launch(
         world_size=world,
         steps=steps,
         checkpoints=tuple(wanted),
-        launch=launch,  # type: ignore[arg-type]
+        path=launch,  # type: ignore[arg-type]
         rank_faults=tuple(drawn_faults),
         proxy_faults=link_faults,
         store_faults=hosted,
@@ -292,8 +292,8 @@ def healed(draw: st.DrawFn, scenario: Scenario, max_phases: int) -> Scenario:
     a launch while shrinking leaves every other's draw in place, and each shrinks to ``never``.
     Normalising then keeps an end only where the rules allow one (at a round point). A fault
     an aim gave an end keeps it (the draw is still made)."""
-    count = max(max_phases, len(scenario.phases))  # an aim may lay out two launches from one
-    ends = [draw(LINK_HEAL_DRAW) for _ in range(count)][-len(scenario.phases) :]
+    count = max(max_phases, len(scenario.launches))  # an aim may lay out two launches from one
+    ends = [draw(LINK_HEAL_DRAW) for _ in range(count)][-len(scenario.launches) :]
     phases = tuple(
         replace(
             ph,
@@ -302,9 +302,9 @@ def healed(draw: st.DrawFn, scenario: Scenario, max_phases: int) -> Scenario:
                 for f in ph.proxy_faults
             ),
         )
-        for ph, until in zip(scenario.phases, ends, strict=True)
+        for ph, until in zip(scenario.launches, ends, strict=True)
     )
-    return scenario.with_(phases=phases)
+    return scenario.with_(launches=phases)
 
 
 def settled(scenario: Scenario) -> Scenario:
@@ -356,7 +356,7 @@ def scenarios(
     deployment = draw(deployments())
     # A list of launches, as Hypothesis draws lists: "one more?" before each after the
     # first, so the shrinker can delete any launch, not only the last.
-    drawn: list[Phase] = []
+    drawn: list[Launch] = []
     while True:
         drawn.append(
             _phase(
@@ -382,7 +382,7 @@ def scenarios(
     scenario = Scenario(
         data=data,
         pipeline=pipeline,
-        phases=tuple(drawn),
+        launches=tuple(drawn),
         deployment=deployment,
         **own,
         plant=plant,
@@ -397,7 +397,7 @@ def scenarios(
     # rounds in seconds, and a lagged round waits out its budget: all take the short one.
     if any(
         ph.proxy_faults or ph.store_faults or ph.lags or any(f.at_round for f in ph.rank_faults)
-        for ph in scenario.phases
+        for ph in scenario.launches
     ):
         scenario = scenario.with_(
             pipeline=replace(scenario.pipeline, aggregate_timeout_s=STORE_FAULT_TIMEOUT_S)

@@ -232,7 +232,7 @@ FOLLOWER_PHASES = FOLLOWER_POINTS
 LAUNCH_CHOICES = ("standalone", "static", "c10d")
 """Launch paths a torchrun launch draws; threads have only the first."""
 TP_CHOICES = (1, 2, 4)
-"""Tensor-parallel ranks per DP group (``Phase.tp``), 1 (Zephon's 1D default) first; powers of
+"""Tensor-parallel ranks per DP group (``Launch.tp``), 1 (Zephon's 1D default) first; powers of
 two, as trainers' TP degrees are (Zephon warns of any other ``world / dp_degree``)."""
 TP_ODDS = (6, 3, 1)
 DOWNSTREAM_TP_ODDS = (1, 4, 1)

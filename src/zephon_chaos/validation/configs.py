@@ -12,7 +12,7 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 
 from zephon_chaos.validation.model import DEAD, LIVE, SCRATCH, StoreUri, ZephonConfig
-from zephon_chaos.validation.values import AGGREGATE_COMPRESSORS, AGGREGATE_SERIALIZERS
+from zephon_chaos.validation.value_sets import AGGREGATE_COMPRESSORS, AGGREGATE_SERIALIZERS
 
 MIN_CI_EXAMPLES = 200
 """Examples the validation property runs at least, whatever the loaded profile says."""

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from zephon_chaos.validation.rules import ZEPHON_RULES, ZEPHON_VERSION, Kind
+from zephon_chaos.validation.rules import ZEPHON_RULES, ZEPHON_VERSION, Reaction
 
 
 def _cell(text: str) -> str:
@@ -49,7 +49,7 @@ def render_validation_doc() -> str:
                 r.id,
                 r.setting,
                 r.condition,
-                f"{r.kind.value}: {r.outcome}" if r.kind is not Kind.ACCEPTED else "accepted",
+                f"{r.kind.value}: {r.outcome}" if r.kind is not Reaction.ACCEPTED else "accepted",
                 f"`{r.fragment}`" if r.fragment else "",
                 r.moment.value if r.moment else "",
                 "; ".join(str(c) for c in r.cites),

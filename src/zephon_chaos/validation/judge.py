@@ -13,7 +13,7 @@ from zephon_chaos.validation.model import (
     Observation,
     ZephonConfig,
 )
-from zephon_chaos.validation.rules import ZEPHON_RULES, Kind
+from zephon_chaos.validation.rules import ZEPHON_RULES, Reaction
 
 
 def predict(cfg: ZephonConfig) -> Expectation:
@@ -26,12 +26,12 @@ def predict(cfg: ZephonConfig) -> Expectation:
     steps = cfg.steps()
     warnings: list[ExpectedWarning] = []
     for rule in ZEPHON_RULES:
-        if rule.kind is Kind.ACCEPTED or rule.moment not in steps:
+        if rule.kind is Reaction.ACCEPTED or rule.moment not in steps:
             continue
         count = rule.applies(cfg)
         if not count:
             continue
-        if rule.kind is Kind.WARNING:
+        if rule.kind is Reaction.WARNING:
             warnings += [ExpectedWarning(rule.id, rule.outcome, rule.fragment, rule.moment)] * count
             continue
         error = ExpectedError(rule.id, rule.outcome, rule.fragment, rule.moment)
@@ -43,7 +43,7 @@ def predict(cfg: ZephonConfig) -> Expectation:
 def classify_warning(category: str, message: str) -> str | None:
     """The warning row a warning belongs to, ``"?"`` for an unknown Zephon one, else None."""
     for rule in ZEPHON_RULES:
-        if rule.kind is Kind.WARNING and rule.outcome == category and rule.fragment in message:
+        if rule.kind is Reaction.WARNING and rule.outcome == category and rule.fragment in message:
             return rule.id
     if message.startswith("[zephon]") or "pipeline option" in message:
         return "?"

@@ -10,8 +10,8 @@ from enum import Enum
 from zephon_chaos.validation.model import Moment, ZephonConfig
 
 
-class Kind(str, Enum):
-    """What a row's condition leads to."""
+class Reaction(str, Enum):
+    """What Zephon does where a row's condition holds: raises, warns, or accepts silently."""
 
     ERROR = "error"
     WARNING = "warning"
@@ -40,7 +40,7 @@ class ZephonRule:
     id: str
     setting: str
     condition: str
-    kind: Kind
+    kind: Reaction
     outcome: str
     """Exception type name, warning category name, or ``-`` for accepted rows."""
     fragment: str

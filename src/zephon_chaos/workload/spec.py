@@ -191,7 +191,7 @@ class DataSpec:
 @dataclass(frozen=True)
 class PipelineSpec:
     """The pipeline's runtime options. The aggregation codec, prefetch depth and shutdown
-    mode default to Zephon's own defaults (accepted values: ``validation.values``), so a
+    mode default to Zephon's own defaults (accepted values: ``validation.value_sets``), so a
     scenario file written before they existed means what it meant."""
 
     canonical_replicas: int = 6

@@ -16,12 +16,12 @@ from zephon_chaos import cli
 from zephon_chaos.commands.explore import JOBS_OWN, ExitStatus, child_options, jobs_of
 from zephon_chaos.explore import search
 from zephon_chaos.explore.findings import Finding, FindingLabel
-from zephon_chaos.explore.report import ExploreResult
 from zephon_chaos.explore.search import ExploreConfig
 from zephon_chaos.explore.step_summary import ENV
+from zephon_chaos.explore.summary import ExploreResult
 from zephon_chaos.explore.summary_json import read_summary_json
 from zephon_chaos.procs import pids_with_env
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 
 VIOLATION = "refusal.accepted.no-resume.no-resume"
 
@@ -30,7 +30,7 @@ VIOLATION = "refusal.accepted.no-resume.no-resume"
 def explored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ExploreResult:
     """``explore`` returns this result without running anything."""
     result = ExploreResult(tmp_path / "r", 10.0, "inproc", 1, 2, None)
-    scenario = Scenario(phases=(Phase(1, 1),))
+    scenario = Scenario(launches=(Launch(1, 1),))
     result.findings = [
         Finding(VIOLATION, "inproc", scenario, "", 1.0, label=FindingLabel.REPRODUCIBLE)
     ]

@@ -9,8 +9,8 @@ import pytest
 from zephon_chaos.cli import build_parser
 from zephon_chaos.commands import UsageError
 from zephon_chaos.commands._scenario_io import RunSetting, Source, choose, prepare
-from zephon_chaos.launch.spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES
-from zephon_chaos.scenario import Found, Phase, Scenario
+from zephon_chaos.launch.launch_spec import DEFAULT_LAUNCH_LANE, LAUNCH_LANES
+from zephon_chaos.scenario import Found, Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 FOUND = Found(tier="torchrun", launch="cli", signature="batches-identical.missing.resized.boundary")
@@ -49,7 +49,7 @@ def test_the_line_says_the_lane_only_where_it_plays_a_part() -> None:
 def _saved(tmp_path: Path, found: Found | None) -> Path:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(2, 3, (CheckpointAt(1),)), Phase(1, 2)),
+        launches=(Launch(2, 3, (CheckpointAt(1),)), Launch(1, 2)),
         found=found,
     ).validate()
     return scenario.save(tmp_path / "finding.json")
@@ -92,7 +92,7 @@ def test_a_run_or_replay_cuts_a_known_hang_short_as_explore_does(
     monkeypatch.setattr(tiers, "_new_runner", lambda *a, **k: Runner())
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(2, 1, (CheckpointAt(1),)),),
+        launches=(Launch(2, 1, (CheckpointAt(1),)),),
     )
     run_once(scenario, "torchrun", tmp_path, 60.0)
     assert made == [HANG_SIGNATURES] and HANG_SIGNATURES

@@ -20,9 +20,9 @@ from zephon_chaos.oracles.liveness_model import (
     LivenessVerdict,
     Step,
 )
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import Batch, CheckpointEvent, RankRecord, SampleId
 from zephon_chaos.workload.spec import (
     CheckpointAt,
@@ -74,7 +74,7 @@ def exited(r: int, code: int | None, error: str | None = None, **kw: Any) -> Ran
 def launch(
     tmp_path: Path,
     index: int,
-    phase: Phase,
+    phase: Launch,
     records: list[RankRecord],
     ranks: list[RankOutcome],
     *,
@@ -97,16 +97,16 @@ def launch(
     return PhaseRun(index, phase, spec, result, records, ckpt_oracle.check(records, 2))
 
 
-def scenario(*phases: Phase) -> Scenario:
+def scenario(*phases: Launch) -> Scenario:
     return Scenario(
-        pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=T), phases=phases
+        pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=T), launches=phases
     )
 
 
 def failed_checkpoint(tmp_path: Path) -> ScenarioOutcome:
     """Two ranks: checkpoint 0 completes, checkpoint 1 fails on both by its budget; rank 1's
     call blocks ``HUNG_S``, which the liveness verdict finds over its bound."""
-    phase = Phase(2, 4, (CheckpointAt(1), CheckpointAt(2)))
+    phase = Launch(2, 4, (CheckpointAt(1), CheckpointAt(2)))
     error = {"kind": "error", "error": "RuntimeError: checkpoint 1 failed", "at": CLOCK + 21}
     records = [
         rank(r, [r], checkpoints=[
@@ -119,14 +119,14 @@ def failed_checkpoint(tmp_path: Path) -> ScenarioOutcome:
     run = launch(tmp_path, 0, phase, records, ranks)
     over = LivenessProblem(LivenessKind.UNBOUNDED_WAIT, 0, Step.CHECKPOINT, 1, 1, HUNG_S, 18.0)
     run.liveness = LivenessVerdict(0, T, LivenessBounds(), problems=[over])
-    failed = Problem(Area.CHECKPOINT, Kind.FAILED, "checkpoint 1 failed", 0, 1, 0)
+    failed = Problem(Area.CHECKPOINT, ProblemKind.FAILED, "checkpoint 1 failed", 0, 1, 0)
     return ScenarioOutcome(scenario(phase), None, [run], problems=[failed, over.problem()])
 
 
 def sigkill(tmp_path: Path) -> ScenarioOutcome:
     """Rank 1 kills itself (SIGKILL) at step 2 as scheduled; its agent stops rank 0; rank 0's
     child fault at step 3 never fires."""
-    phase = Phase(
+    phase = Launch(
         2, 4, (CheckpointAt(1),), rank_faults=(RankFault(1, 2, "sigkill"),),
         child_faults=(ChildFault(0, 3),),
     )  # fmt: skip
@@ -138,7 +138,7 @@ def sigkill(tmp_path: Path) -> ScenarioOutcome:
 
 def hung(tmp_path: Path) -> ScenarioOutcome:
     """A launch that passed its deadline: the harness killed both ranks."""
-    phase = Phase(2, 4)
+    phase = Launch(2, 4)
     records = [rank(r, [r], [(r, 0, [(0, r, 0)])]) for r in (0, 1)]
     ranks = [exited(r, -9, killed_by_harness=True) for r in (0, 1)]
     run = launch(tmp_path, 0, phase, records, ranks, timed_out=True)
@@ -149,7 +149,7 @@ def retried(tmp_path: Path) -> ScenarioOutcome:
     """Rank 0 under lockstep: its first call succeeds, but the agreement says another rank's
     failed, so it is discarded; its second call completes. Rank 1 under skip fails its only
     call and trains past it."""
-    phase = Phase(2, 4, (CheckpointAt(1),), retry="lockstep")
+    phase = Launch(2, 4, (CheckpointAt(1),), retry="lockstep")
 
     def call(attempt: int, ok: bool, error: str | None = None) -> dict[str, Any]:
         start = CLOCK + attempt
@@ -174,8 +174,8 @@ def ids(lane: int, step: int) -> list[SampleId]:
 def batch_violation(tmp_path: Path) -> ScenarioOutcome:
     """Two launches of two ranks, one lane each; the second restores the first's checkpoint
     0 (taken after step 1) and lane 0 delivers step 1's sample again instead of step 2's."""
-    first = Phase(2, 3, (CheckpointAt(2),))
-    second = Phase(2, 2)
+    first = Launch(2, 3, (CheckpointAt(2),))
+    second = Launch(2, 2)
     l0 = [
         rank(r, [r], [(r, 0, ids(r, 0)), (r, 0, ids(r, 1)), (r, 1, ids(r, 2))],
              checkpoints=[checkpoint(0, CLOCK + 0.25, 0.01)])

@@ -16,9 +16,9 @@ from zephon_chaos.explore.codecov import (
     ZephonCoverage,
     write_files,
 )
-from zephon_chaos.explore.report import Coverage
+from zephon_chaos.explore.summary import Coverage
 from zephon_chaos.inproc import inproc_runner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 needs_no_tracer = pytest.mark.skipif(
@@ -39,7 +39,7 @@ def test_a_small_in_process_run_reports_lines_branches_and_unreached_functions(
 ) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(2, 2, (CheckpointAt(1),)),),
+        launches=(Launch(2, 2, (CheckpointAt(1),)),),
     )
     code.arm()
     assert code.running  # the first scenario of an armed round is measured

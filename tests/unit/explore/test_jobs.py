@@ -17,11 +17,11 @@ from zephon_chaos.explore import jobs
 from zephon_chaos.explore.database import LOCAL_COPY
 from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.merge import merge, write_merged
-from zephon_chaos.explore.report import ExploreResult, TierStats
 from zephon_chaos.explore.shard import Shard
+from zephon_chaos.explore.summary import ExploreResult, TierStats
 from zephon_chaos.explore.summary_json import write_summary_json
 from zephon_chaos.procs import pids_with_env
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 # ---- the children's command lines ------------------------------------------------------
@@ -119,8 +119,8 @@ REPRODUCIBLE, FLAKY = FindingLabel.REPRODUCIBLE, FindingLabel.FLAKY
 def _scenario(launches: int) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=tuple(
-            Phase(1, 1, (CheckpointAt(0, 1),) if i < launches - 1 else ()) for i in range(launches)
+        launches=tuple(
+            Launch(1, 1, (CheckpointAt(0, 1),) if i < launches - 1 else ()) for i in range(launches)
         ),
     )
 
@@ -222,7 +222,7 @@ def test_a_merged_finding_keeps_the_smallest_scenario_its_files_and_evidence(
     result = jobs.merged_result(merged, report, budget_s=60.0, elapsed_s=61.0, max_world=2)
     (finding,) = result.findings
     assert (finding.seen, finding.label) == (2, REPRODUCIBLE)
-    assert finding.scenario.phases == _scenario(1).phases  # shard 1's: one launch
+    assert finding.scenario.launches == _scenario(1).launches  # shard 1's: one launch
     assert finding.report == f"evidence of {VIOLATION}"
     assert {p.suffix for p in finding.files} >= {".json", ".txt"}
     assert all(p.parent == report / "findings" for p in finding.files)

@@ -10,8 +10,8 @@ import pytest
 from zephon_chaos.commands.explore import ExitStatus, exit_status
 from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.junit import CaseResult, case_result, write_junit
-from zephon_chaos.explore.report import ExploreResult
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.explore.summary import ExploreResult
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import PipelineSpec
 
 VIOLATION = "refusal.accepted.no-resume.no-resume"
@@ -27,7 +27,7 @@ LABELS = {
 
 
 def finding(sig: str) -> Finding:
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(1, 1),))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(1, 1),))
     made = Finding(sig, "inproc", scenario, f"evidence of {sig}", 1.0, label=LABELS[sig])
     if made.label is FindingLabel.FLAKY:
         made.reruns = ["passed", sig]

@@ -14,9 +14,9 @@ from zephon_chaos.explore.known import STRING_KEY_ZERO_CID_RESTORE, explaining, 
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RankRecord
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, SourceSpec
 
@@ -24,21 +24,23 @@ KNOWN_ZERO_CID = f"known.{STRING_KEY_ZERO_CID_RESTORE.id}"
 
 JSON_CODEC_AT_STEP_0 = Scenario(
     pipeline=PipelineSpec(canonical_replicas=2, aggregate_serializer="json"),
-    phases=(Phase(2, 1, (CheckpointAt(0),)), Phase(2, 1)),
+    launches=(Launch(2, 1, (CheckpointAt(0),)), Launch(2, 1)),
 )
 """The round over two ranks goes through the json codec: the merged checkpoint's keys come
 back as strings, while no lane has drawn a chunk."""
 PLAIN_JSON_AT_STEP_0 = Scenario(
     pipeline=PipelineSpec(canonical_replicas=2),
-    phases=(Phase(1, 1, (CheckpointAt(0),)), Phase(1, 1)),
+    launches=(Launch(1, 1, (CheckpointAt(0),)), Launch(1, 1)),
     persist_format="plain_json",
 )
 
 PLAIN_JSON_LINK_FAULTED = Scenario(
     pipeline=PipelineSpec(canonical_replicas=3, mapping="interleaved", aggregate_timeout_s=2.0),
-    phases=(
-        Phase(1, 1, (CheckpointAt(0),)),
-        Phase(2, 2, (CheckpointAt(2),), proxy_faults=(ProxyFault(0, "latency", {"latency": 200}),)),
+    launches=(
+        Launch(1, 1, (CheckpointAt(0),)),
+        Launch(
+            2, 2, (CheckpointAt(2),), proxy_faults=(ProxyFault(0, "latency", {"latency": 200}),)
+        ),
     ),
     persist_format="plain_json",
 )
@@ -101,9 +103,13 @@ def _with_rank_fault_consequences(outcome: ScenarioOutcome) -> ScenarioOutcome:
     before it never completed, rank 0 was not the one the fault ended."""
     line = "phase 1: rank fault sigkill at shard#2"
     consequences = [
-        Problem(Area.FAULT, Kind.NO_EVIDENCE, f"{line} left no evidence", rank=0),
-        Problem(Area.FAULT, Kind.LOST_CHECKPOINT, f"{line}: checkpoint 0 lost", checkpoint=0),
-        Problem(Area.FAULT, Kind.NOT_ENDED, f"{line}: rank 0 exited 1", checkpoint=0, rank=0),
+        Problem(Area.FAULT, ProblemKind.NO_EVIDENCE, f"{line} left no evidence", rank=0),
+        Problem(
+            Area.FAULT, ProblemKind.LOST_CHECKPOINT, f"{line}: checkpoint 0 lost", checkpoint=0
+        ),
+        Problem(
+            Area.FAULT, ProblemKind.NOT_ENDED, f"{line}: rank 0 exited 1", checkpoint=0, rank=0
+        ),
     ]
     problems = [*outcome.problems, *(p.in_phase(1) for p in consequences)]
     return dataclasses.replace(outcome, problems=problems)
@@ -174,7 +180,7 @@ def test_a_retry_refused_for_a_failed_attempts_round_id_is_the_missed_round_defe
     from zephon_chaos.explore.known import MISSED_ROUND_POISONS_NEXT
 
     text = "rank 0 failed with an error that names none of ['TCPStore']: 'cannot merge'"
-    line = Problem(Area.FAULT, Kind.NO_CAUSE, text, checkpoint=0, rank=0).in_phase(1)
+    line = Problem(Area.FAULT, ProblemKind.NO_CAUSE, text, checkpoint=0, rank=0).in_phase(1)
     assert MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=False), line)  # type: ignore[arg-type]
     assert not MISSED_ROUND_POISONS_NEXT.explains(_retry_outcome(first_ok=True), line)  # type: ignore[arg-type]
     other = dataclasses.replace(line, rank=1)
@@ -231,7 +237,7 @@ def test_the_leaders_slow_failure_after_a_store_kill_at_ack_is_the_dead_store_cl
     from zephon_chaos.explore.known import DEAD_STORE_ACK_CLEANUP
 
     text = f"rank {rank} took {leader_s:.1f}s to fail one attempt, over the bound 9.0s"
-    line = Problem(Area.FAULT, Kind.SLOW_FAILURE, text, phase=0, checkpoint=0, rank=rank)
+    line = Problem(Area.FAULT, ProblemKind.SLOW_FAILURE, text, phase=0, checkpoint=0, rank=rank)
     outcome = _killed_at(at, world, leader_s, action)
     assert DEAD_STORE_ACK_CLEANUP.explains(outcome, line) is explained  # type: ignore[arg-type]
 
@@ -270,9 +276,11 @@ Thread 4250 (idle): "MainThread"
     {func} (/x/site-packages/zephon/_internal/runners/process.py:456)
 """
 """A replacement worker of the hung rank waiting for its task queue's read lock."""
-LAUNCH_TIMEOUT = Problem(Area.LAUNCH, Kind.TIMEOUT, "phase 0: launch timed out", phase=0)
+LAUNCH_TIMEOUT = Problem(Area.LAUNCH, ProblemKind.TIMEOUT, "phase 0: launch timed out", phase=0)
 LAUNCH_ERROR = dataclasses.replace(LAUNCH_TIMEOUT, kind="RuntimeError")
-LIVENESS_WAIT = dataclasses.replace(LAUNCH_TIMEOUT, area=Area.LIVENESS, kind=Kind.UNBOUNDED_WAIT)
+LIVENESS_WAIT = dataclasses.replace(
+    LAUNCH_TIMEOUT, area=Area.LIVENESS, kind=ProblemKind.UNBOUNDED_WAIT
+)
 
 
 def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_worker") -> object:
@@ -283,7 +291,7 @@ def _wedged(stack: str, child_fault: bool = True, func: str = "_handle_dead_work
     from zephon_chaos.workload.spec import ChildFault
 
     faults = (ChildFault(0, 3),) if child_fault else ()
-    phase = Phase(2, 8, child_faults=faults)
+    phase = Launch(2, 8, child_faults=faults)
     result = SimpleNamespace(stacks={"rank 0 (pid 4242)": stack.format(func=func)})
     spec = SimpleNamespace(restore_from=None)
     killed = [{"kind": CHILD_FAULT_RECORD, "at_step": 3, "killed": [4250]}] if child_fault else []
@@ -367,14 +375,14 @@ def _ended(mtp: bool, data: DataSpec, error: str, in_next: bool) -> ScenarioOutc
     scenario = Scenario(
         data=data,
         pipeline=PipelineSpec(canonical_replicas=4, runner="process", mtp_mode=mtp),
-        phases=(Phase(3, 4),),
+        launches=(Launch(3, 4),),
     )
     record = RankRecord(rank=2)
     where = {"fetch_at": 1.0} if in_next else {}
     record.events.append({"kind": "error", "error": error, **where})
     spec = SimpleNamespace(restore_from=None)
     records = [RankRecord(rank=0), record]
-    run = SimpleNamespace(index=0, phase=scenario.phases[0], spec=spec, records=records)
+    run = SimpleNamespace(index=0, phase=scenario.launches[0], spec=spec, records=records)
     problem = Problem(Area.LAUNCH, "RuntimeError", "phase 0 failed", phase=0, rank=2)
     return ScenarioOutcome(scenario, None, phases=[run], problems=[problem])  # type: ignore[list-item]
 

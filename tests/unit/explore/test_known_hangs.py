@@ -29,7 +29,7 @@ from zephon_chaos.launch.result import CutShort
 from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.runner.hangs import LaunchContext, hang_watch
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RecordWriter
 from zephon_chaos.workload.spec import ChildFault
 
@@ -61,7 +61,7 @@ def _killed(out_dir: Path, killed: list[int]) -> LaunchContext:
     out = RecordWriter(out_dir, 0)
     out.write(CHILD_FAULT_RECORD, at_step=3, target="workers", at=1.0, killed=killed, before=[])
     out.close()
-    return LaunchContext(Phase(2, 8, child_faults=(ChildFault(0, 3),)), out_dir)
+    return LaunchContext(Launch(2, 8, child_faults=(ChildFault(0, 3),)), out_dir)
 
 
 def _recognised(context: LaunchContext, text: str) -> str | None:
@@ -88,7 +88,7 @@ def test_the_orphaned_lock_hang_waits_for_its_trigger(
 ) -> None:
     """Before a rank recorded killing workers, the same stacks are a healthy idle pipeline."""
     context = (
-        LaunchContext(Phase(2, 8, child_faults=(ChildFault(0, 3),)), tmp_path)
+        LaunchContext(Launch(2, 8, child_faults=(ChildFault(0, 3),)), tmp_path)
         if killed is None
         else _killed(tmp_path, killed)
     )
@@ -110,7 +110,7 @@ def test_the_stalled_link_hang_needs_a_stalling_toxic_and_a_rank_in_a_store_call
     tmp_path: Path, toxic: str, stack: str, recognised: str | None
 ) -> None:
     fault = FaultedLaunch((ProxyFault(1, toxic, at="start"),), proxies=None)  # type: ignore[arg-type]
-    context = LaunchContext(Phase(2, 4), tmp_path, fault)
+    context = LaunchContext(Launch(2, 4), tmp_path, fault)
     assert _recognised(context, stack) == recognised
 
 
@@ -118,7 +118,7 @@ def test_a_stall_at_a_round_point_arms_only_once_its_interposer_fired(tmp_path: 
     from zephon_chaos.faults.interposer import events_path
 
     fault = FaultedLaunch((ProxyFault(1, "timeout", at="shard#1"),), proxies=None)  # type: ignore[arg-type]
-    context = LaunchContext(Phase(2, 4), tmp_path, fault)
+    context = LaunchContext(Launch(2, 4), tmp_path, fault)
     assert _recognised(context, STORE_CALL_STACK) is None
     path = events_path(tmp_path, 1)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from tests.unit.test_scenario import workers_killed
 from tests.unit.test_strategies import ANY_SCENARIO
 from zephon_chaos.explore.polish import candidates, normalised_candidates, polish
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.scenario_rules import REFUSAL_ERROR, normalised, violations
 from zephon_chaos.workload.spec import CheckpointAt, ChildFault, PipelineSpec
 
@@ -30,9 +30,9 @@ def _same_size_finding() -> Scenario:
     """Before refusal.accepted.same-size.boundary: 2 ranks, then 4 refused over C=3."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=3),
-        phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(4, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
+        launches=(
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(4, 1, expect_failure=True, expect_error=REFUSAL_ERROR),
         ),
     ).validate()
 
@@ -41,10 +41,10 @@ def test_moving_a_rank_rederives_the_refusal_from_the_rule() -> None:
     """Moving a rank from the refused launch gives 3 and 3 ranks over C=3: the raw candidate
     keeps the flag (what the explorer once reported), the normalised one drops it."""
     s = _same_size_finding()
-    raw = [c for c in candidates(s) if [ph.world_size for ph in c.phases] == [3, 3]]
-    assert raw and raw[0].phases[1].expect_failure
-    judged = [c for c in normalised_candidates(s) if [ph.world_size for ph in c.phases] == [3, 3]]
-    assert judged and not any(ph.expect_failure for ph in judged[0].phases)
+    raw = [c for c in candidates(s) if [ph.world_size for ph in c.launches] == [3, 3]]
+    assert raw and raw[0].launches[1].expect_failure
+    judged = [c for c in normalised_candidates(s) if [ph.world_size for ph in c.launches] == [3, 3]]
+    assert judged and not any(ph.expect_failure for ph in judged[0].launches)
 
 
 def test_a_link_fault_moved_onto_one_rank_goes() -> None:
@@ -52,20 +52,20 @@ def test_a_link_fault_moved_onto_one_rank_goes() -> None:
     fault (one rank never contacts the store), so no 'left no evidence' finding follows."""
     s = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=2.0),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2,
                 2,
                 (CheckpointAt(1),),
                 proxy_faults=(ProxyFault(0, "reset_peer", {"timeout": 0}, at="announce"),),
                 retry="lockstep",
             ),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
     ).validate()
-    one_rank = [c for c in normalised_candidates(s) if c.phases[0].world_size == 1]
+    one_rank = [c for c in normalised_candidates(s) if c.launches[0].world_size == 1]
     assert one_rank
-    assert all(c.phases[0].proxy_faults == () and c.phases[0].retry == "none" for c in one_rank)
+    assert all(c.launches[0].proxy_faults == () and c.launches[0].retry == "none" for c in one_rank)
 
 
 def test_polish_judges_only_valid_scenarios() -> None:
@@ -73,13 +73,13 @@ def test_polish_judges_only_valid_scenarios() -> None:
 
     def judge(s: Scenario) -> str | None:
         judged.append(s)
-        return "refusal" if any(ph.expect_failure for ph in s.phases) else None
+        return "refusal" if any(ph.expect_failure for ph in s.launches) else None
 
     best = polish(_same_size_finding(), "refusal", judge, time.monotonic() + 30)
     assert judged
     assert all(violations(s) == [] for s in judged)
-    assert [ph.world_size for ph in best.phases] == [2]
-    assert best.pipeline.canonical_replicas == 1 and best.phases[0].expect_failure
+    assert [ph.world_size for ph in best.launches] == [2]
+    assert best.pipeline.canonical_replicas == 1 and best.launches[0].expect_failure
 
 
 def test_polishing_can_turn_off_what_a_finding_may_not_need() -> None:
@@ -92,14 +92,14 @@ def test_polishing_can_turn_off_what_a_finding_may_not_need() -> None:
         pipeline=PipelineSpec(
             canonical_replicas=2, mtp_mode=True, aggregate_serializer="json", shutdown_mode="hard"
         ),
-        phases=(Phase(2, 2, (CheckpointAt(1),), launch="c10d"), Phase(1, 1)),
+        launches=(Launch(2, 2, (CheckpointAt(1),), path="c10d"), Launch(1, 1)),
     ).validate()
     plainer = {
         (
             c.pipeline.mtp_mode,
             c.pipeline.aggregate_serializer,
             c.pipeline.shutdown_mode,
-            c.phases[0].launch,
+            c.launches[0].path,
         )
         for c in normalised_candidates(busy)
         if size_key(c) < size_key(busy)
@@ -122,16 +122,16 @@ def test_polishing_offers_a_kill_dropped_and_a_kill_one_step_earlier(
     """The same launch (steps and checkpoints unchanged, normalising re-derives the tail)
     without its child fault, or with it one step earlier; each normalised one validates."""
     s = workers_killed(fault, steps).validate()
-    first, rest = s.phases[0], s.phases[1:]
+    first, rest = s.launches[0], s.launches[1:]
     offered = list(candidates(s))
-    assert s.with_(phases=(replace(first, child_faults=()), *rest)) in offered
+    assert s.with_(launches=(replace(first, child_faults=()), *rest)) in offered
     earlier = replace(fault, at_step=fault.at_step - 1)
-    assert s.with_(phases=(replace(first, child_faults=(earlier,)), *rest)) in offered
+    assert s.with_(launches=(replace(first, child_faults=(earlier,)), *rest)) in offered
     for cand in normalised_candidates(s):
         assert violations(cand) == [] and normalised(cand) == cand
 
 
 def test_a_kill_at_the_first_step_is_offered_no_earlier() -> None:
     s = workers_killed(ChildFault(0, 1)).validate()
-    kills = {f.at_step for c in candidates(s) for ph in c.phases for f in ph.child_faults}
+    kills = {f.at_step for c in candidates(s) for ph in c.launches for f in ph.child_faults}
     assert kills == {1}

@@ -35,11 +35,11 @@ from zephon_chaos.explore.database import (
 from zephon_chaos.explore.findings import Finding, FindingLabel
 from zephon_chaos.explore.judged import EndShrinking, ShrinkStop
 from zephon_chaos.explore.merge import MergeError, merge, read_reports, write_merged
-from zephon_chaos.explore.report import Coverage
 from zephon_chaos.explore.search import ExploreConfig, Explorer
 from zephon_chaos.explore.shard import Shard, round_seed, tier_order
 from zephon_chaos.explore.space import declare
 from zephon_chaos.explore.steer import RoundSteering
+from zephon_chaos.explore.summary import Coverage
 from zephon_chaos.explore.summary_json import (
     CellFacts,
     CoverageFacts,
@@ -49,9 +49,9 @@ from zephon_chaos.explore.summary_json import (
     read_summary_json,
     write_facts,
 )
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome, ScenarioRunner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 # ---- shards ----------------------------------------------------------------------------
@@ -143,7 +143,10 @@ def test_the_database_key_names_the_strategy_not_the_round() -> None:
 # ---- sharing failures through a database, with runs judged without launching -----------
 
 PROBLEM = Problem(
-    Area.CHECKPOINT, Kind.MISSING_RECORD, "checkpoint 0 has no record from ranks [1]", checkpoint=0
+    Area.CHECKPOINT,
+    ProblemKind.MISSING_RECORD,
+    "checkpoint 0 has no record from ranks [1]",
+    checkpoint=0,
 ).in_phase(0)
 PROBLEM_SIGNATURE = "checkpoint.missing-record.no-resume.no-resume"
 
@@ -163,7 +166,7 @@ class Judging(ScenarioRunner):
 
 
 def _mid_window(s: Scenario) -> bool:
-    return any(c.extra for ph in s.phases for c in ph.checkpoints)
+    return any(c.extra for ph in s.launches for c in ph.checkpoints)
 
 
 def _judged_explorer(
@@ -281,8 +284,8 @@ def test_the_round_view_keeps_only_what_it_is_told_to(tmp_path: Path) -> None:
 def _scenario(world_sizes: tuple[int, ...], steps: int = 1) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=tuple(
-            Phase(g, steps, (CheckpointAt(0, 1),) if i < len(world_sizes) - 1 else ())
+        launches=tuple(
+            Launch(g, steps, (CheckpointAt(0, 1),) if i < len(world_sizes) - 1 else ())
             for i, g in enumerate(world_sizes)
         ),
     )
@@ -353,7 +356,7 @@ def test_shard_reports_merge_into_one(tmp_path: Path, capsys: pytest.CaptureFixt
     a = by_sig[SIG_A]
     assert (a.seen, a.first_seen_s, a.shard) == (5, 5.0, "2/3")  # smallest kept, earliest sighting
     assert a.label == "reproducible" and a.labels == {"1/3": "reproducible", "2/3": "flaky"}
-    assert Scenario.load(out / a.scenario_file).phases == small.phases
+    assert Scenario.load(out / a.scenario_file).launches == small.launches
     assert (out / "findings" / f"{SIG_A}.txt").read_text() == f"evidence of {SIG_A} on 2/3\n"
     assert by_sig[SIG_B].label == "flaky"
     assert merged.tiers["inproc"].scenarios == 20 and merged.tiers["inproc"].search_s == 30.0

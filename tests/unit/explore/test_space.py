@@ -18,10 +18,10 @@ from zephon_chaos.dimensions.cells import ROUND_POINTS, Dim, Why, cell
 from zephon_chaos.explore import fault_dims, layout_dims
 from zephon_chaos.explore import space as space_module
 from zephon_chaos.explore.landing import cells_of, rarity
-from zephon_chaos.explore.report import NEVER, Coverage
 from zephon_chaos.explore.space import declare
 from zephon_chaos.explore.steer import RoundSteering
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.explore.summary import NEVER, Coverage
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import PROCESS_ENDING_ACTIONS
 from zephon_chaos.strategies import scenarios
 from zephon_chaos.workload.spec import RETRIES, CheckpointAt, PipelineSpec
@@ -201,7 +201,7 @@ def test_generated_scenarios_land_only_on_reachable_declared_cells(data: st.Data
 def two_launches() -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(1, 2, (CheckpointAt(1),)), Phase(2, 1)),
+        launches=(Launch(1, 2, (CheckpointAt(1),)), Launch(2, 1)),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from zephon_chaos.dimensions.cells import Dim, Why, cell
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankLag
 
 
@@ -22,10 +22,10 @@ def test_free_running_and_lags_are_holes_in_process_with_their_reason() -> None:
 def test_a_lagged_launch_lands_on_its_sync_and_lag_cells() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
-            Phase(2, 2, (CheckpointAt(1), CheckpointAt(2)), sync="free", lags=(RankLag(1),),
+        launches=(
+            Launch(2, 2, (CheckpointAt(1), CheckpointAt(2)), sync="free", lags=(RankLag(1),),
                   retry="skip"),
-            Phase(2, 1),
+            Launch(2, 1),
         ),
     )
     cells = cells_of(scenario, None)
@@ -40,8 +40,8 @@ def test_a_drift_lands_on_its_cell_and_beside_an_agreement_is_a_hole() -> None:
     assert torchrun.why_not(cell(Dim.LAG, "follower", "independent")) is None
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2,
                 3,
                 (CheckpointAt(1), CheckpointAt(2), CheckpointAt(3)),

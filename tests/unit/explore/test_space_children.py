@@ -13,7 +13,7 @@ from zephon_chaos.dimensions.cells import CHILD_WHEN, Cell, Dim, Why, cell
 from zephon_chaos.explore.aiming import aim_at
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.scenario_rules import normalised
 from zephon_chaos.workload.spec import CHILD_TARGETS, CheckpointAt, ChildFault, PipelineSpec
 
@@ -62,7 +62,9 @@ def test_a_kill_lands_in_the_cell_of_when_it_fires(
 
 def test_a_scenario_without_a_kill_lands_in_no_child_fault_cell() -> None:
     scenario = workers_killed()
-    spared = scenario.with_(phases=tuple(replace(ph, child_faults=()) for ph in scenario.phases))
+    spared = scenario.with_(
+        launches=tuple(replace(ph, child_faults=()) for ph in scenario.launches)
+    )
     assert _children(cells_of(spared, None)) == set()
 
 
@@ -73,7 +75,7 @@ def test_the_aim_at_a_child_fault_cell_is_a_child_aim_that_lands_in_it(the_cell:
     target, when = the_cell.value
     assert (aim.action, aim.point) == (target, CHILD_POINTS[CHILD_WHEN.index(when)])
     drawn = Scenario(
-        pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(2, 3, (CheckpointAt(1),)),)
+        pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(2, 3, (CheckpointAt(1),)),)
     )
     scenario = normalised(aimed(drawn, 0, aim, Draws(rank=1))).validate()
     assert _children(cells_of(scenario, None)) == {the_cell}

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.explore.findings import Finding, FindingLabel, Section
-from zephon_chaos.explore.report import ExploreResult, TierStats
 from zephon_chaos.explore.step_summary import ENV, append_step_summary
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.explore.summary import ExploreResult, TierStats
+from zephon_chaos.scenario import Launch, Scenario
 
 VIOLATION = "refusal.accepted.no-resume.no-resume"
 KNOWN = "known.string-key-zero-cid-restore"
@@ -21,7 +21,7 @@ def result(tmp_path: Path) -> ExploreResult:
         "inproc": TierStats("inproc", scenarios=120, seconds=300.0, new_scenarios=100),
         "torchrun": TierStats("torchrun", scenarios=9, seconds=270.0, refused=2),
     }
-    scenario = Scenario(phases=(Phase(1, 1),))
+    scenario = Scenario(launches=(Launch(1, 1),))
     made.findings = [
         Finding(VIOLATION, "torchrun", scenario, "", 3.0, label=FindingLabel.REPRODUCIBLE),
         Finding(KNOWN, "inproc", scenario, "", 1.0, label=FindingLabel.REPRODUCIBLE),

@@ -18,7 +18,7 @@ from zephon_chaos.explore.aiming import aim_at, targets
 from zephon_chaos.explore.landing import cells_of
 from zephon_chaos.explore.space import declare
 from zephon_chaos.explore.table import table as dimensions
-from zephon_chaos.scenario import Phase, Scenario, ScenarioError
+from zephon_chaos.scenario import Launch, Scenario, ScenarioError
 from zephon_chaos.strategies import scenarios
 
 
@@ -82,7 +82,7 @@ def test_the_coverage_declares_and_counts_an_added_setting(toy: Setting) -> None
     assert {GLOO, NCCL} <= set(declare("torchrun").reachable())
     inproc = declare("inproc")
     assert inproc.why_not(NCCL) is Why.NO_ODDS and GLOO in inproc.reachable()
-    scenario = Scenario(phases=(Phase(world_size=2, steps=1),), backend="nccl")
+    scenario = Scenario(launches=(Launch(world_size=2, steps=1),), backend="nccl")
     assert NCCL in cells_of(scenario, None)
     assert GLOO not in cells_of(scenario, None)
 
@@ -92,7 +92,7 @@ def test_an_added_setting_is_aimed_at_and_its_aim_lands(toy: Setting) -> None:
     assert aim == Aim(AimKind.SETTING, "backend", "nccl")
     assert (NCCL, aim) in targets(declare("torchrun"), {})
     assert NCCL not in dict(targets(declare("torchrun"), {NCCL: 1}))
-    scenario = Scenario(phases=(Phase(world_size=2, steps=1),))
+    scenario = Scenario(launches=(Launch(world_size=2, steps=1),))
     assert aimed(scenario, 0, aim, Draws()).backend == "nccl"
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from zephon_chaos.dimensions.cells import Dim, cell
 from zephon_chaos.explore.aiming import aim_at, targets
 from zephon_chaos.explore.merge import markdown, merge, read_reports
-from zephon_chaos.explore.report import Coverage
 from zephon_chaos.explore.space import declare
 from zephon_chaos.explore.steer import RoundSteering
+from zephon_chaos.explore.summary import Coverage
 from zephon_chaos.explore.summary_json import (
     CellFacts,
     CoverageFacts,

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from zephon_chaos.faults.proxy.embedded import EmbeddedToxiproxy
-from zephon_chaos.fixtures.proxy import EchoServer, listening_ports
+from zephon_chaos.fixtures.toxiproxy import EchoServer, listening_ports
 
 # The fixtures (toxiproxy, echo_server) until the plugin registers them itself.
 

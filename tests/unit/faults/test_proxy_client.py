@@ -29,7 +29,7 @@ from zephon_chaos.faults.proxy import (
     start_server,
 )
 from zephon_chaos.faults.proxy.cli import main as cli_main
-from zephon_chaos.fixtures.proxy import EchoServer, listening_ports
+from zephon_chaos.fixtures.toxiproxy import EchoServer, listening_ports
 
 # The fixtures (toxiproxy, echo_server) until the plugin registers them itself.
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from zephon_chaos.faults.proxy.client import ProxyInfo, ProxyStats, ToxiproxyClient
-from zephon_chaos.fixtures.proxy import EchoServer, listening_ports
+from zephon_chaos.fixtures.toxiproxy import EchoServer, listening_ports
 
 # The fixtures (toxiproxy, echo_server) until the plugin registers them itself.
 

@@ -12,19 +12,19 @@ import pytest
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.inproc import InprocLauncher
 from zephon_chaos.inproc.runner import InprocScenarioRunner
+from zephon_chaos.launch.launch_spec import LaunchSpec
 from zephon_chaos.launch.result import GroupResult
-from zephon_chaos.launch.spec import LaunchSpec
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import record_path
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec
 
 SCENARIO = Scenario(
     pipeline=PipelineSpec(canonical_replicas=4),
-    phases=(
-        Phase(4, 2, (CheckpointAt(1, 1),), tp=2),  # 2 x 2, mid-window
-        Phase(2, 2, (CheckpointAt(1),), tp=2),  # 1 x 2: DP changes, TP fixed
-        Phase(2, 2, (CheckpointAt(1),)),  # 2 x 1: both change
-        Phase(4, 2, tp=2),  # 2 x 2: TP changes, DP fixed
+    launches=(
+        Launch(4, 2, (CheckpointAt(1, 1),), tp=2),  # 2 x 2, mid-window
+        Launch(2, 2, (CheckpointAt(1),), tp=2),  # 1 x 2: DP changes, TP fixed
+        Launch(2, 2, (CheckpointAt(1),)),  # 2 x 1: both change
+        Launch(4, 2, tp=2),  # 2 x 2: TP changes, DP fixed
     ),
     name="dp-x-tp",
 )
@@ -75,7 +75,7 @@ def test_threads_resume_across_every_layout_change(tmp_path: Path, no_rank_threa
 def test_a_divergence_inside_a_dp_group_fails_the_scenario_with_its_signature(
     tmp_path: Path, no_rank_threads_left
 ) -> None:
-    scenario = SCENARIO.with_(phases=SCENARIO.phases[:2])
+    scenario = SCENARIO.with_(launches=SCENARIO.launches[:2])
     with _runner(tmp_path, _SkippingPeer(tmpdir=tmp_path / "tmp")) as runner:
         outcome = runner.run(scenario)
     assert outcome.verdict is not None and outcome.verdict.ok  # rank 0's streams are intact

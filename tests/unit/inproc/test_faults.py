@@ -14,7 +14,7 @@ import pytest
 
 from zephon_chaos.inproc import TierRefusal, inproc_refusal, inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, RankFault, SourceSpec
 
 
@@ -42,8 +42,8 @@ class Case:
             pipeline=PipelineSpec(
                 canonical_replicas=2, aggregation=aggregation, aggregate_timeout_s=2.0
             ),
-            phases=(
-                Phase(
+            launches=(
+                Launch(
                     2,
                     3,
                     (CheckpointAt(1), CheckpointAt(2)),
@@ -51,7 +51,7 @@ class Case:
                     rank_faults=() if link else (self.fault,),  # type: ignore[arg-type]
                     retry=self.retry,  # type: ignore[arg-type]
                 ),
-                Phase(2, 2),
+                Launch(2, 2),
             ),
             name="inproc-fault",
         )
@@ -117,6 +117,6 @@ def test_a_stalling_link_is_refused_in_process_naming_the_field() -> None:
     """A thread blocked in the C++ store client on a stalled link ends only at the deadline."""
     stalled = Case(ProxyFault(1, "timeout", {"timeout": 0}, at="shard"), ()).scenario("store")
     reason = inproc_refusal(stalled)
-    assert reason is not None and reason.startswith("scenario.phases[0].proxy_faults[0].toxic")
+    assert reason is not None and reason.startswith("scenario.launches[0].proxy_faults[0].toxic")
     assert "--tier torchrun" in reason
     assert issubclass(TierRefusal, ValueError)

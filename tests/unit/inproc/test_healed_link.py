@@ -23,9 +23,9 @@ from zephon_chaos.explore.known import HEALED_LINK_POISONS_RETRY, judged_ok, une
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
 from zephon_chaos.oracles.healing import HealOutcome, Unjudged
-from zephon_chaos.problem import Area, Kind
+from zephon_chaos.problem import Area, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.records import LINK_HEALED_RECORD
 from zephon_chaos.workload.spec import ROUND_END, CheckpointAt, DataSpec, PipelineSpec, SourceSpec
 
@@ -42,11 +42,11 @@ def healed(fault: ProxyFault) -> Scenario:
     return Scenario(
         data=DataSpec(sources=(SourceSpec("a", (20, 20)),), chunk_size=4),
         pipeline=PipelineSpec(canonical_replicas=2, aggregation="store", aggregate_timeout_s=2.0),
-        phases=(
-            Phase(
+        launches=(
+            Launch(
                 2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,), retry="lockstep"
             ),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
         name="healed-link",
     )
@@ -92,7 +92,9 @@ def test_after_a_healed_cut_at_a_followers_ack_the_retry_is_not_promised(
     assert launch is not None and launch.healing is not None, outcome.report()
     assert launch.healing.outcome is HealOutcome.UNJUDGED, launch.healing
     assert Unjudged.DEAD_CONNECTION.value in launch.healing.evidence[0]
-    assert not [p for p in outcome.problems if p.is_(Area.FAULT, Kind.NO_RECOVERY_AFTER_HEAL)]
+    assert not [
+        p for p in outcome.problems if p.is_(Area.FAULT, ProblemKind.NO_RECOVERY_AFTER_HEAL)
+    ]
 
 
 @pytest.mark.zephon_defect("missed-round-poisons-next")
@@ -101,7 +103,7 @@ def test_a_healed_cut_at_the_leaders_announcement_is_the_known_defect(
 ) -> None:
     """The problem is typed, and set aside only by the defect whose trigger this launch had."""
     outcome = runner.run(healed(ProxyFault(0, "down", at="announce", until=ROUND_END)))
-    found = [p for p in outcome.problems if p.is_(Area.FAULT, Kind.NO_RECOVERY_AFTER_HEAL)]
+    found = [p for p in outcome.problems if p.is_(Area.FAULT, ProblemKind.NO_RECOVERY_AFTER_HEAL)]
     assert found, outcome.report()
     assert all(HEALED_LINK_POISONS_RETRY.explains(outcome, p) for p in found)
     assert judged_ok(outcome), unexplained(outcome)

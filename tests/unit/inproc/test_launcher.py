@@ -12,12 +12,12 @@ import pytest
 
 from tests.unit.test_scenario import workers_killed
 from zephon_chaos.faults.proxy.client import ToxiproxyClient
-from zephon_chaos.fixtures.proxy import EchoServer
+from zephon_chaos.fixtures.toxiproxy import EchoServer
 from zephon_chaos.inproc import InprocLauncher, TierRefusal, inproc_refusal, inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.launch.spec import LaunchSpec
+from zephon_chaos.launch.launch_spec import LaunchSpec
 from zephon_chaos.runner import workload_spec
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import read_phase
 from zephon_chaos.workload.spec import (
     CheckpointAt,
@@ -42,7 +42,7 @@ BOUNDARY = CheckpointAt(2)
 def resize(c: int = 6, checkpoint: CheckpointAt = BOUNDARY, **pipeline: object) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=c, **pipeline),  # type: ignore[arg-type]
-        phases=(Phase(2, 3, (checkpoint,)), Phase(3, 2)),
+        launches=(Launch(2, 3, (checkpoint,)), Launch(3, 2)),
     )
 
 
@@ -89,10 +89,10 @@ def test_rank_threads_write_the_workloads_records(runner: InprocScenarioRunner) 
 def test_more_ranks_than_lanes_is_refused_with_zephons_error(runner: InprocScenarioRunner) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
-            Phase(2, 1, (CheckpointAt(1),)),
-            Phase(3, 1, expect_failure=True, expect_error="must be >= dp_degree"),
-            Phase(1, 2),
+        launches=(
+            Launch(2, 1, (CheckpointAt(1),)),
+            Launch(3, 1, expect_failure=True, expect_error="must be >= dp_degree"),
+            Launch(1, 2),
         ),
     )
     outcome = runner.run(scenario)
@@ -105,7 +105,7 @@ def test_more_ranks_than_lanes_is_refused_with_zephons_error(runner: InprocScena
 def test_a_refusal_with_the_wrong_error_is_a_problem(runner: InprocScenarioRunner) -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(3, 1, expect_failure=True, expect_error="some other error"),),
+        launches=(Launch(3, 1, expect_failure=True, expect_error="some other error"),),
     )
     outcome = runner.run(scenario)
     assert not outcome.ok
@@ -116,13 +116,13 @@ def test_a_crash_relaunches_from_the_checkpoint_before_it(runner: InprocScenario
     """Rank 1 raises at step 3: checkpoint 1 (step 2) is the last both ranks took."""
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
-        phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(
+        launches=(
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(
                 2, 4, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(RankFault(1, 3, "raise"),)
             ),
-            Phase(2, 2, rank_faults=(RankFault(0, 0, "raise"),)),
-            Phase(3, 2),
+            Launch(2, 2, rank_faults=(RankFault(0, 0, "raise"),)),
+            Launch(3, 2),
         ),
     )
     outcome = runner.run(scenario)
@@ -146,7 +146,7 @@ def test_a_checkpoint_when_the_data_ran_out_resumes_to_the_rest(
     scenario = Scenario(
         data=data,
         pipeline=PipelineSpec(canonical_replicas=4),
-        phases=(Phase(2, 8, (CheckpointAt(6),)), Phase(3, 1000)),
+        launches=(Launch(2, 8, (CheckpointAt(6),)), Launch(3, 1000)),
     )
     outcome = runner.run(scenario)
     assert outcome.ok, outcome.report()
@@ -161,10 +161,10 @@ def test_a_checkpoint_when_the_data_ran_out_resumes_to_the_rest(
         (resize(runner="process"), "pipeline.runner"),
         (resize(mtp_mode=True), "pipeline.mtp_mode"),
         (
-            Scenario(phases=(Phase(2, 2, rank_faults=(RankFault(0, 1, "sigkill"),)),)),
-            "phases[0].rank_faults[0].action",
+            Scenario(launches=(Launch(2, 2, rank_faults=(RankFault(0, 1, "sigkill"),)),)),
+            "launches[0].rank_faults[0].action",
         ),
-        (Scenario(phases=(Phase(2, 2, launch="c10d"),)), "phases[0].launch"),
+        (Scenario(launches=(Launch(2, 2, path="c10d"),)), "launches[0].path"),
         (resize().with_(persist_format="dcp"), "persist_format"),
     ],
     ids=["process-runner", "mtp-mode", "signal", "launch-path", "dcp-persistence"],
@@ -183,9 +183,9 @@ def test_a_child_fault_is_refused_in_process_naming_the_field() -> None:
     even drawn beside the inline runner (which the tier runs), the fault is refused."""
     inline = workers_killed().with_(pipeline=PipelineSpec(canonical_replicas=2))
     reason = inproc_refusal(inline)
-    assert reason is not None and reason.startswith("scenario.phases[0].child_faults:")
+    assert reason is not None and reason.startswith("scenario.launches[0].child_faults:")
     assert "--tier torchrun" in reason
-    assert inproc_refusal(inline.with_(phases=(Phase(2, 2), Phase(2, 1)))) is None
+    assert inproc_refusal(inline.with_(launches=(Launch(2, 2), Launch(2, 1)))) is None
     assert inproc_refusal(workers_killed().validate()) is not None  # runner 'process'
 
 
@@ -214,7 +214,7 @@ def test_a_launch_past_its_deadline_stops_every_rank_thread(tmp_path: Path) -> N
     that a loaded machine cannot fail the test by being slow."""
     import zephon  # noqa: F401  (imported up front: the deadline is for the rank loop)
 
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(2, 400),))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(2, 400),))
     with InprocLauncher(tmpdir=tmp_path / "tmp", join_grace_s=120.0) as launcher:
         result = launcher(_launch_of(tmp_path, scenario, deadline_s=0.05, name="late"))
     assert result.timed_out and not result.ok
@@ -239,7 +239,7 @@ def test_an_interrupted_launch_ends_its_rank_threads_before_it_returns(
     running wrote into them while they were removed, and the folder stayed behind."""
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
-        phases=(Phase(2, 400, (CheckpointAt(50),)),),
+        launches=(Launch(2, 400, (CheckpointAt(50),)),),
     )
     folder = {"aggregate_dir": str(tmp_path / "aggregate")} if aggregation == "dir" else {}
     launch = _launch_of(tmp_path, scenario, deadline_s=600, name="ctrlc", **folder)
@@ -281,7 +281,7 @@ def test_a_rank_waiting_on_a_peer_that_failed_is_torn_down_as_torchrun_would(
     monkeypatch.setattr(launcher, "run_rank", rank_1_fails)
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregation=aggregation),  # type: ignore[arg-type]
-        phases=(Phase(2, 2, (CheckpointAt(1),)),),
+        launches=(Launch(2, 2, (CheckpointAt(1),)),),
     )
     outcome = runner.run(scenario)
     result = outcome.phases[0].result
@@ -344,8 +344,8 @@ def test_a_teardown_a_finalizer_ignored_is_noted_and_any_other_error_still_repor
     launch, and every other such error still reaches the hook that was there."""
     import sys
 
-    from zephon_chaos.inproc.group import GroupTornDown
     from zephon_chaos.inproc.launcher import teardowns_in_finalizers
+    from zephon_chaos.inproc.rank_group import GroupTornDown
 
     reported: list[BaseException] = []
     monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))

@@ -17,7 +17,7 @@ from zephon_chaos.explore import known
 from zephon_chaos.faults.leftover_round import LeftoverRound
 from zephon_chaos.inproc import inproc_runner
 from zephon_chaos.inproc.runner import InprocScenarioRunner
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, SourceSpec
 
 
@@ -45,10 +45,10 @@ def _relaunch_after_a_dead_round(deployment: Deployment) -> Scenario:
         pipeline=PipelineSpec(
             canonical_replicas=2, aggregation="store_explicit", aggregate_timeout_s=2.0
         ),
-        phases=(
-            Phase(2, 2, (CheckpointAt(1),)),
-            Phase(2, 3, (CheckpointAt(1),), proxy_faults=(reset,)),
-            Phase(2, 2, (CheckpointAt(1),)),
+        launches=(
+            Launch(2, 2, (CheckpointAt(1),)),
+            Launch(2, 3, (CheckpointAt(1),), proxy_faults=(reset,)),
+            Launch(2, 2, (CheckpointAt(1),)),
         ),
         deployment=deployment,
         name="relaunch-after-reset",

@@ -26,7 +26,7 @@ from zephon_chaos.launch.netns import (
     processes_in,
 )
 from zephon_chaos.launch.netns_group import RDZV_PORT, NetnsGroup
-from zephon_chaos.scenario import Phase, Scenario, ScenarioError
+from zephon_chaos.scenario import Launch, Scenario, ScenarioError
 
 pytestmark = pytest.mark.cpu
 
@@ -125,10 +125,10 @@ def test_hosts_need_one_agent_each_and_a_namespaced_launcher(tmp_path: Path) -> 
             LaunchSpec(entry="x", module=True, nnodes=2, hosts=2, path="c10d"), tmp_path
         )
     with pytest.raises(ScenarioError, match="hosts"):
-        Scenario(phases=(Phase(3, 1, launch="c10d", hosts=2),)).validate()
+        Scenario(launches=(Launch(3, 1, path="c10d", hosts=2),)).validate()
     with pytest.raises(ScenarioError, match="hosts"):
-        Scenario(phases=(Phase(2, 1, hosts=2),)).validate()  # standalone
-    Scenario(phases=(Phase(4, 1, launch="static", hosts=2),)).validate()
+        Scenario(launches=(Launch(2, 1, hosts=2),)).validate()  # standalone
+    Scenario(launches=(Launch(4, 1, path="static", hosts=2),)).validate()
 
 
 # ---- as root: real namespaces ----------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.launch.test_group import CASES, MISBEHAVIOURS, misbehaviour_env
-from zephon_chaos.fixtures.warm import warm_launcher_for
+from zephon_chaos.fixtures.warm_lane import warm_launcher_for
 from zephon_chaos.launch import LAUNCH_PATHS, GroupResult, LaunchSpec
 from zephon_chaos.launch.warm import (
     WARM_NOTE,
@@ -27,7 +27,7 @@ from zephon_chaos.launch.warm import (
 from zephon_chaos.procs import exit_notes
 from zephon_chaos.recipe import ENV_BACKEND
 from zephon_chaos.runner import Launcher, ScenarioRunner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import read_phase
 from zephon_chaos.workload.spec import CheckpointAt, DataSpec, PipelineSpec, WorkloadSpec
 
@@ -195,7 +195,7 @@ def test_warm_and_cli_launches_give_identical_records_and_verdicts(
     scenario = Scenario(
         data=DataSpec(),
         pipeline=PipelineSpec(canonical_replicas=6),
-        phases=(Phase(2, 3, (CheckpointAt(2),)), Phase(3, 2)),
+        launches=(Launch(2, 3, (CheckpointAt(2),)), Launch(3, 2)),
         name="warm-vs-cli",
     )
     launchers = {"cli": torchrun_group.run_spec, "warm": warm_launch}

@@ -17,8 +17,8 @@ from zephon_chaos.faults.placement import place_store_proxy
 from zephon_chaos.nemeses.round_faults import RoundFaultLaunch, triggers_for
 from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch, stall_deadline_s
 from zephon_chaos.oracles.faults import failure_bound_s
-from zephon_chaos.problem import Area, Kind, Problem
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError
+from zephon_chaos.problem import Area, Problem, ProblemKind
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, ScenarioError
 from zephon_chaos.scenario_rules import normalised, violations
 from zephon_chaos.workload.spec import CheckpointAt, PhaseTrigger, PipelineSpec, RankFault
 
@@ -28,9 +28,9 @@ def _faulted(
 ) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=4, aggregation=aggregation, **pipeline),  # type: ignore[arg-type]
-        phases=(
-            Phase(world, 3, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(fault,)),
-            Phase(2, 2),
+        launches=(
+            Launch(world, 3, (CheckpointAt(1), CheckpointAt(2)), rank_faults=(fault,)),
+            Launch(2, 2),
         ),
     )
 
@@ -85,36 +85,36 @@ def test_a_rank_fault_no_round_can_time_is_refused_and_normalised_away(name: str
     options = dict(options)
     world = options.pop("world", 2)
     scenario = _faulted(fault, world=world, **options)
-    with pytest.raises(ScenarioError, match=re.escape(f"phases[0].rank_faults[0]{field}")):
+    with pytest.raises(ScenarioError, match=re.escape(f"launches[0].rank_faults[0]{field}")):
         scenario.validate()
     fixed = normalised(scenario).validate()
     assert normalised(fixed) == fixed
-    kept = fixed.phases[0].rank_faults
+    kept = fixed.launches[0].rank_faults
     assert all(f.at_round for f in kept) or not any(f.action == "sigstop" for f in kept)
 
 
 def test_normalising_moves_a_round_point_fault_to_a_rank_that_writes_its_point() -> None:
     leader = normalised(_faulted(RankFault(1, 0, "sigkill", at="outcome")))
     follower = normalised(_faulted(RankFault(0, 0, "sigkill", at="ack#2")))
-    assert leader.phases[0].rank_faults == (RankFault(0, 0, "sigkill", at="outcome"),)
-    assert follower.phases[0].rank_faults == (RankFault(1, 0, "sigkill", at="ack#2"),)
+    assert leader.launches[0].rank_faults == (RankFault(0, 0, "sigkill", at="outcome"),)
+    assert follower.launches[0].rank_faults == (RankFault(1, 0, "sigkill", at="ack#2"),)
 
 
 def test_a_round_point_fault_is_alone_and_admits_a_retry_policy() -> None:
     scenario = _faulted(RankFault(1, 0, "raise", at="shard"))
     both = scenario.with_(
-        phases=(
-            replace(scenario.phases[0], rank_faults=(RankFault(1, 0, "raise", at="shard"),
+        launches=(
+            replace(scenario.launches[0], rank_faults=(RankFault(1, 0, "raise", at="shard"),
                                                      RankFault(0, 1, "exit"))),
-            scenario.phases[1],
+            scenario.launches[1],
         )
     )
-    assert any(v.field == "phases[0].rank_faults" for v in violations(both))
+    assert any(v.field == "launches[0].rank_faults" for v in violations(both))
     retried = scenario.with_(
-        phases=(replace(scenario.phases[0], retry="lockstep"), scenario.phases[1])
+        launches=(replace(scenario.launches[0], retry="lockstep"), scenario.launches[1])
     )
     assert violations(retried) == []
-    assert normalised(retried).phases[0].retry == "lockstep"
+    assert normalised(retried).launches[0].retry == "lockstep"
 
 
 def test_dcp_persistence_takes_a_round_point_fault() -> None:
@@ -122,16 +122,16 @@ def test_dcp_persistence_takes_a_round_point_fault() -> None:
     and torchrun ends the group, so no collective save blocks (docs/space.md, put back)."""
     scenario = _faulted(RankFault(1, 0, "sigkill", at="ack")).with_(persist_format="dcp")
     assert violations(scenario) == []
-    assert normalised(scenario).phases[0].rank_faults == scenario.phases[0].rank_faults
+    assert normalised(scenario).launches[0].rank_faults == scenario.launches[0].rank_faults
 
 
 def test_a_link_fault_on_the_harness_store_is_valid() -> None:
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2, aggregation="store_explicit"),
-        phases=(
-            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)),
+        launches=(
+            Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)),
                   proxy_faults=(ProxyFault(1, "timeout", {"timeout": 0}, at="shard#2"),)),
-            Phase(2, 2),
+            Launch(2, 2),
         ),
     )
     assert violations(scenario) == []
@@ -193,7 +193,7 @@ def _stalled_outcome(problem: Problem, toxic: str = "timeout") -> Any:
     # a first launch: it restored nothing
     spec = SimpleNamespace(restore_from=None)
     run = SimpleNamespace(index=0, fault=launch, liveness=None, records=[], spec=spec)
-    scenario = Scenario(phases=(Phase(2, 1),))
+    scenario = Scenario(launches=(Launch(2, 1),))
     return SimpleNamespace(phases=[run], problems=[problem], scenario=scenario)
 
 
@@ -202,18 +202,18 @@ def _stalled_outcome(problem: Problem, toxic: str = "timeout") -> Any:
     [
         Problem(
             Area.FAULT,
-            Kind.HANG,
+            ProblemKind.HANG,
             "hang: the group passed its deadline after 39.0s (aggregate_timeout_s=2.0)",
         ).in_phase(0),
         Problem(
             Area.FAULT,
-            Kind.SLOW_FAILURE,
+            ProblemKind.SLOW_FAILURE,
             "rank 1 took 14.2s to fail one attempt, over the bound 9.0s (3 x ...)",
             rank=1,
         ).in_phase(0),
         Problem(
             Area.LIVENESS,
-            Kind.UNBOUNDED_WAIT,
+            ProblemKind.UNBOUNDED_WAIT,
             "phase 0: liveness: unbounded wait: rank 0's checkpoint 1 attempt 1 blocked 20.00s, "
             "over the bound 9.00s",
             phase=0,
@@ -228,9 +228,11 @@ def test_a_stalled_links_outcome_is_the_known_defect(problem: Problem) -> None:
 
 
 def test_the_same_problem_without_a_stall_is_not_explained() -> None:
-    problem = Problem(Area.FAULT, Kind.HANG, "hang: after 39.0s").in_phase(0)
+    problem = Problem(Area.FAULT, ProblemKind.HANG, "hang: after 39.0s").in_phase(0)
     assert unexplained(_stalled_outcome(problem, toxic="down")) == [problem]  # type: ignore[arg-type]
-    other = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 1 differs", checkpoint=1).in_phase(0)
+    other = Problem(
+        Area.CHECKPOINT, ProblemKind.DIFFERS, "checkpoint 1 differs", checkpoint=1
+    ).in_phase(0)
     assert unexplained(_stalled_outcome(other)) == [other]  # type: ignore[arg-type]
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from zephon_chaos.oracles.checkpoints import MID_WINDOW_TEXT, check
-from zephon_chaos.problem import Area, Kind
+from zephon_chaos.problem import Area, ProblemKind
 from zephon_chaos.workload.records import CheckpointEvent, RankRecord
 
 LANES = {0: 2, 1: 2}
@@ -39,24 +39,24 @@ def test_a_good_checkpoint_has_no_problem() -> None:
 @pytest.mark.parametrize(
     ("records", "kind", "rank"),
     [
-        (lambda: group(event(ok=False, error="boom")), Kind.FAILED, 1),
-        (lambda: group(None), Kind.MISSING_RECORD, 1),
-        (lambda: group(event(digest="other")), Kind.DIFFERS, None),
-        (lambda: group(event(lanes_covered=[0])), Kind.COVERAGE, 1),
-        (lambda: group(event(warnings=[MID_WINDOW_TEXT])), Kind.SPURIOUS_WARNING, 1),
+        (lambda: group(event(ok=False, error="boom")), ProblemKind.FAILED, 1),
+        (lambda: group(None), ProblemKind.MISSING_RECORD, 1),
+        (lambda: group(event(digest="other")), ProblemKind.DIFFERS, None),
+        (lambda: group(event(lanes_covered=[0])), ProblemKind.COVERAGE, 1),
+        (lambda: group(event(warnings=[MID_WINDOW_TEXT])), ProblemKind.SPURIOUS_WARNING, 1),
         (
             lambda: [
                 RankRecord(rank=r, world_size=2, checkpoints=[event(lane_counts={0: 2, 1: 1})])
                 for r in range(2)
             ],
-            Kind.NO_WARNING,
+            ProblemKind.NO_WARNING,
             None,
         ),
     ],
     ids=["failed", "missing-record", "differs", "coverage", "spurious-warning", "no-warning"],
 )
 def test_each_problem_is_a_value_with_its_kind_and_place(
-    records: Callable[[], list[RankRecord]], kind: Kind, rank: int | None
+    records: Callable[[], list[RankRecord]], kind: ProblemKind, rank: int | None
 ) -> None:
     [problem] = check(records(), 2).problems
     assert (problem.area, problem.kind, problem.checkpoint, problem.rank) == (

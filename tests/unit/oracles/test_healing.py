@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from zephon_chaos.oracles import healing as oracle
-from zephon_chaos.problem import Area, Kind
+from zephon_chaos.problem import Area, ProblemKind
 from zephon_chaos.workload.records import (
     CHECKPOINT_BEGUN,
     LINK_HEALED_RECORD,
@@ -82,7 +82,7 @@ def test_a_next_call_that_did_not_complete_everywhere_is_a_typed_problem(
     verdict = oracle.judge(lockstep(second, digests), canonical_replicas=C, retry="lockstep")
     assert verdict.outcome is oracle.HealOutcome.NOT_RECOVERED
     (problem,) = verdict.problems
-    assert problem.is_(Area.FAULT, Kind.NO_RECOVERY_AFTER_HEAL)
+    assert problem.is_(Area.FAULT, ProblemKind.NO_RECOVERY_AFTER_HEAL)
     assert problem.checkpoint == 0 and words in problem.text
 
 

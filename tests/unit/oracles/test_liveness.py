@@ -15,7 +15,7 @@ from zephon_chaos.explore.liveness_table import LivenessTally
 from zephon_chaos.explore.signature import signature
 from zephon_chaos.oracles import liveness as oracle
 from zephon_chaos.oracles.liveness import Effect, LivenessBounds, LivenessKind, Stall, Step
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.scenario import Scenario
 from zephon_chaos.workload.records import (
@@ -280,7 +280,7 @@ def test_liveness_problems_have_their_own_signature_area(kind: LivenessKind, exp
     problem = oracle.LivenessProblem(kind, 0, Step.CHECKPOINT, 1, 1, 7.0, 5.0)
     assert signature(outcome_with([problem.problem()])) == expected
     # a checkpoint-correctness problem of the same launch names the finding first
-    differs = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 1 differs", checkpoint=1)
+    differs = Problem(Area.CHECKPOINT, ProblemKind.DIFFERS, "checkpoint 1 differs", checkpoint=1)
     both = [problem.problem(), differs.in_phase(0)]
     assert signature(outcome_with(both)) == "checkpoint.differs.no-resume.no-resume"
 

@@ -16,9 +16,9 @@ from zephon_chaos.oracles.policies import PolicyProblem, PolicyProblemKind, Poli
 from zephon_chaos.oracles.rank_draws import DrawVerdict
 from zephon_chaos.problem import (
     Area,
-    Kind,
     OracleVerdict,
     Problem,
+    ProblemKind,
     ProblemsVerdict,
     found_in,
 )
@@ -32,7 +32,7 @@ class _Slow:
         return f"slow by {self.seconds}s"
 
     def problem(self) -> Problem:
-        return Problem(Area.LIVENESS, Kind.UNBOUNDED_WAIT, self.describe())
+        return Problem(Area.LIVENESS, ProblemKind.UNBOUNDED_WAIT, self.describe())
 
 
 @dataclass
@@ -51,7 +51,7 @@ def test_a_verdict_tells_each_problem_as_a_line_and_as_a_problem() -> None:
     assert not verdict.ok
     assert verdict.lines() == ["slow by 2.0s", "slow by 3.5s"]
     assert [p.text for p in verdict.found()] == verdict.lines()
-    assert all(p.is_(Area.LIVENESS, Kind.UNBOUNDED_WAIT) for p in verdict.found())
+    assert all(p.is_(Area.LIVENESS, ProblemKind.UNBOUNDED_WAIT) for p in verdict.found())
 
 
 def test_the_shared_part_stays_out_of_a_verdict_s_fields() -> None:
@@ -86,9 +86,9 @@ def test_every_oracle_s_verdict_has_the_one_shape() -> None:
 
 
 def test_a_verdict_with_problems_tells_them_through_the_shape() -> None:
-    made = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 0 differs", checkpoint=0)
+    made = Problem(Area.CHECKPOINT, ProblemKind.DIFFERS, "checkpoint 0 differs", checkpoint=0)
     fault = FaultVerdict(FaultOutcome.FINDING, 1)
-    fault.add(Kind.NO_RECORD, "no rank recorded checkpoint 1")
+    fault.add(ProblemKind.NO_RECORD, "no rank recorded checkpoint 1")
     verdicts: list[OracleVerdict] = [
         CheckpointVerdict(False, problems=[made]),
         fault,
@@ -97,13 +97,13 @@ def test_a_verdict_with_problems_tells_them_through_the_shape() -> None:
     for verdict in verdicts:
         assert not verdict.ok and len(verdict.found()) == 1, type(verdict)
     assert fault.found() == [
-        Problem(Area.FAULT, Kind.NO_RECORD, "no rank recorded checkpoint 1", checkpoint=1)
+        Problem(Area.FAULT, ProblemKind.NO_RECORD, "no rank recorded checkpoint 1", checkpoint=1)
     ]
 
 
 def test_found_in_places_each_problem_in_its_launch_once() -> None:
-    made = Problem(Area.CHECKPOINT, Kind.DIFFERS, "checkpoint 0 differs", checkpoint=0)
-    placed = Problem(Area.LIVENESS, Kind.UNBOUNDED_WAIT, "phase 2: slow", phase=2)
+    made = Problem(Area.CHECKPOINT, ProblemKind.DIFFERS, "checkpoint 0 differs", checkpoint=0)
+    placed = Problem(Area.LIVENESS, ProblemKind.UNBOUNDED_WAIT, "phase 2: slow", phase=2)
     checkpoints = CheckpointVerdict(False, problems=[made, placed])
     slow = _Verdict(2, [_Slow(3.0)])
     assert found_in(2, checkpoints, None, slow) == [

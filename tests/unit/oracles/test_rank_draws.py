@@ -9,7 +9,7 @@ from zephon_chaos.oracles.rank_draws import (
     TurnMoved,
     reference_draws,
 )
-from zephon_chaos.problem import Area, Kind
+from zephon_chaos.problem import Area, ProblemKind
 from zephon_chaos.runner import Resume
 from zephon_chaos.workload.records import Batch, RankRecord, SampleId
 
@@ -83,11 +83,11 @@ def test_a_swapped_draw_order_passes_the_lane_streams_but_not_the_rank_sequence(
     assert verdict.draws.problems == [
         RankSequenceDivergence(1, 0, 1, (2, ids(2, 2)), (0, ids(0, 2)))
     ]
-    assert verdict.kind is Kind.RANK_SEQUENCE_DIVERGED
+    assert verdict.kind is ProblemKind.RANK_SEQUENCE_DIVERGED
     [problem] = verdict.problems
     assert (problem.area, problem.kind, problem.phase, problem.rank) == (
         Area.BATCHES_IDENTICAL,
-        Kind.RANK_SEQUENCE_DIVERGED,
+        ProblemKind.RANK_SEQUENCE_DIVERGED,
         1,
         0,
     )
@@ -123,7 +123,7 @@ def test_draws_regrouped_across_steps_change_a_trainer_step() -> None:
     want = sorted(i for lane in range(C) for i in ids(lane, 2))
     got = sorted([*ids(0, 2), *ids(0, 3), *ids(1, 2), *ids(1, 3)])
     assert step == TrainerStepDivergence(1, 0, 2, want, got)
-    assert verdict.kind is Kind.TRAINER_STEP_DIVERGED
+    assert verdict.kind is ProblemKind.TRAINER_STEP_DIVERGED
 
 
 def test_a_rank_that_draws_short_diverges_where_it_stopped() -> None:
@@ -210,4 +210,6 @@ def test_a_turn_moved_in_one_launch_goes_on_from_where_it_stopped_in_the_next() 
     )
     verdict = _moved_then_resumed(restarted).verdict(REFERENCE)
     assert verdict is not None and not verdict.ok
-    assert any(p.kind is Kind.RANK_SEQUENCE_DIVERGED for p in verdict.problems), verdict.describe()
+    assert any(p.kind is ProblemKind.RANK_SEQUENCE_DIVERGED for p in verdict.problems), (
+        verdict.describe()
+    )

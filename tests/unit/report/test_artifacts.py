@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from zephon_chaos.launch.result import GroupResult
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.report.artifacts import write_artifacts
 from zephon_chaos.report.properties import group_properties, outcome_properties
 
@@ -18,7 +18,7 @@ def _outcome(tmp_path: Path) -> SimpleNamespace:
     return SimpleNamespace(
         scenario=SimpleNamespace(name="shrink-4-2"),
         ok=False,
-        problems=[Problem(Area.LAUNCH, Kind.FAILED, "phase 1 failed", phase=1)],
+        problems=[Problem(Area.LAUNCH, ProblemKind.FAILED, "phase 1 failed", phase=1)],
         verdict=None,
         reference=None,
         phases=[],

@@ -12,7 +12,7 @@ import pytest
 from tests.unit.runner.test_fate import launch
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.runner.checks import child_fault_gaps
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 from zephon_chaos.workload.records import RankRecord
 from zephon_chaos.workload.spec import ChildFault
 
@@ -46,7 +46,7 @@ def gaps(
     target: str = "workers",
 ) -> list[tuple[HarnessGap, str]]:
     """The gaps of launch 1 of two ranks whose rank 0 kills its workers before ``at_step``."""
-    phase = Phase(2, STEPS, child_faults=(ChildFault(0, at_step, target),))
+    phase = Launch(2, STEPS, child_faults=(ChildFault(0, at_step, target),))
     run = launch(tmp_path, phase, ok, [], index=1)
     run.records = [RankRecord(rank=r, events=events.get(r, [])) for r in range(2)]
     return [(g.gap, g.detail) for g in child_fault_gaps(run)]

@@ -25,7 +25,7 @@ from zephon_chaos.runner.deadlines import (
     measure_reference,
     plan_of,
 )
-from zephon_chaos.scenario import Phase, ProxyFault, StoreFault
+from zephon_chaos.scenario import Launch, ProxyFault, StoreFault
 from zephon_chaos.workload.records import BEGAN_RECORD, RecordWriter, read_phase, record_path
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankLag, WorkloadSpec
 
@@ -151,16 +151,16 @@ def test_a_deadline_is_never_longer_than_the_flat_one(
 def test_a_phase_plan_counts_the_waits_its_faults_may_fail() -> None:
     spec = WorkloadSpec(pipeline=PipelineSpec(aggregate_timeout_s=T), retry="lockstep")
     checkpoints = (CheckpointAt(1), CheckpointAt(2))
-    link = Phase(3, 4, checkpoints, proxy_faults=(ProxyFault(1, "down", at="shard"),))
+    link = Launch(3, 4, checkpoints, proxy_faults=(ProxyFault(1, "down", at="shard"),))
     assert plan_of(link, spec) == LaunchPlan(3, 4, 2, T, attempts=2, faulted_waits=3)
     restored = WorkloadSpec(restore_from="ckpt-1.pkl")
-    assert plan_of(Phase(2, 3, checkpoints), restored).rounds == 3
-    store = Phase(3, 4, checkpoints, store_faults=(StoreFault("sigstop", "shard", 5.0),))
+    assert plan_of(Launch(2, 3, checkpoints), restored).rounds == 3
+    store = Launch(3, 4, checkpoints, store_faults=(StoreFault("sigstop", "shard", 5.0),))
     stalled = plan_of(store, WorkloadSpec())
     assert (stalled.faulted_waits, stalled.stall_s, stalled.attempts) == (3 + 2, 5.0, 1)
-    lagged = plan_of(Phase(2, 4, checkpoints, sync="free", lags=(RankLag(1),)), WorkloadSpec())
+    lagged = plan_of(Launch(2, 4, checkpoints, sync="free", lags=(RankLag(1),)), WorkloadSpec())
     assert lagged.faulted_waits == 2
-    assert plan_of(Phase(2, 4, checkpoints, max_restarts=1), WorkloadSpec()).restarts == 1
+    assert plan_of(Launch(2, 4, checkpoints, max_restarts=1), WorkloadSpec()).restarts == 1
 
 
 def _rank(

@@ -11,9 +11,9 @@ from zephon_chaos.launch.result import GroupResult, RankOutcome
 from zephon_chaos.nemeses.nemesis import LaunchFault
 from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
 from zephon_chaos.oracles.policies import PolicyVerdict
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import Fate, PhaseRun, phase_fate
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.spec import (
     CheckpointAt,
     PipelineSpec,
@@ -28,7 +28,7 @@ def completed(index: int) -> CheckpointFacts:
 
 
 def launch(
-    tmp_path: Path, phase: Phase, ok: bool, taken: list[CheckpointFacts], index: int = 0
+    tmp_path: Path, phase: Launch, ok: bool, taken: list[CheckpointFacts], index: int = 0
 ) -> PhaseRun:
     first = None if ok else RankOutcome(1, 1, 0, None, 1, error="RuntimeError: boom")
     result = GroupResult(
@@ -40,11 +40,11 @@ def launch(
     return run
 
 
-TWO = Phase(2, 2, (CheckpointAt(1), CheckpointAt(2)))
+TWO = Launch(2, 2, (CheckpointAt(1), CheckpointAt(2)))
 
 
-def scenario(*phases: Phase) -> Scenario:
-    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=phases)
+def scenario(*phases: Launch) -> Scenario:
+    return Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=phases)
 
 
 @pytest.mark.parametrize(
@@ -52,23 +52,23 @@ def scenario(*phases: Phase) -> Scenario:
     [
         ((TWO, TWO), 0, True, [completed(0), completed(1)], Fate.RESUMED, 1, None),
         ((TWO, TWO), 1, True, [completed(0), completed(1)], Fate.LAST, None, None),
-        ((TWO, TWO), 0, True, [], Fate.NO_CHECKPOINT, None, (Area.CHECKPOINT, Kind.NONE)),
+        ((TWO, TWO), 0, True, [], Fate.NO_CHECKPOINT, None, (Area.CHECKPOINT, ProblemKind.NONE)),
         ((TWO, TWO), 0, False, [completed(0)], Fate.FAILED, None, (Area.LAUNCH, "RuntimeError")),
         (
-            (TWO, Phase(3, 1, expect_failure=True)),
+            (TWO, Launch(3, 1, expect_failure=True)),
             1,
             True,
             [],
             Fate.REFUSED,
             None,
-            (Area.REFUSAL, Kind.ACCEPTED),
+            (Area.REFUSAL, ProblemKind.ACCEPTED),
         ),
     ],
     ids=["resumed", "last", "no-checkpoint", "failed", "refused"],
 )
 def test_a_launch_has_one_fate_and_hands_on_what_survived(
     tmp_path: Path,
-    phases: tuple[Phase, ...],
+    phases: tuple[Launch, ...],
     index: int,
     ok: bool,
     taken: list[CheckpointFacts],
@@ -120,7 +120,7 @@ class ToyFault(LaunchFault):
 
     def judge(self, run: PhaseRun) -> list[Problem]:
         self.steps.append("judge")
-        return [Problem(Area.FAULT, Kind.NO_EVIDENCE, "toy", run.index)]
+        return [Problem(Area.FAULT, ProblemKind.NO_EVIDENCE, "toy", run.index)]
 
     def ends(self, run: PhaseRun) -> bool:
         return self.ending

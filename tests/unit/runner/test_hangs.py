@@ -16,7 +16,7 @@ from zephon_chaos.runner.hangs import (
     hang_watch,
     quiet_period_s,
 )
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 
 DUMP = """\
 Thread 0x80 (idle): "MainThread"
@@ -48,7 +48,7 @@ def test_the_watch_recognises_the_first_signature_whose_trigger_fired_and_frames
     tmp_path: Path,
 ) -> None:
     signatures = {"other": _frame_named("elsewhere"), "spinning": _frame_named("spin")}
-    watch = hang_watch(signatures, LaunchContext(Phase(2, 4), tmp_path), quiet_s=42.0)
+    watch = hang_watch(signatures, LaunchContext(Launch(2, 4), tmp_path), quiet_s=42.0)
     assert watch.armed() and watch.quiet_s == 42.0 and watch.watched == (tmp_path,)
     assert watch.recognise({"rank 0 (pid 1)": DUMP}) == "spinning"
     assert watch.recognise({"rank 0 (pid 1)": DUMP.replace("spin", "walk")}) is None
@@ -56,7 +56,7 @@ def test_the_watch_recognises_the_first_signature_whose_trigger_fired_and_frames
 
 def test_the_watch_is_not_armed_before_a_trigger_fired(tmp_path: Path) -> None:
     watch = hang_watch(
-        {"spinning": _frame_named("spin")}, LaunchContext(Phase(1, 4), tmp_path), 1.0
+        {"spinning": _frame_named("spin")}, LaunchContext(Launch(1, 4), tmp_path), 1.0
     )
     assert not watch.armed()
     assert watch.recognise({"rank 0 (pid 1)": DUMP}) is None

@@ -13,7 +13,7 @@ from zephon_chaos.launch.result import RankOutcome
 from zephon_chaos.problem import Area
 from zephon_chaos.runner import ScenarioRunner
 from zephon_chaos.runner.outcome import ScenarioOutcome
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import BEGAN_RECORD, RecordWriter
 from zephon_chaos.workload.spec import PipelineSpec
 
@@ -29,7 +29,7 @@ def judged_reference(
 ) -> ScenarioOutcome:
     """A 2-rank scenario whose reference launch ``launcher`` fails: nothing else ran, and the
     failure is judged as the harness's (``harness``) or as a problem in ``area``."""
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(Phase(2, 2),))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(Launch(2, 2),))
     outcome = ScenarioRunner(tmp_path / "runs", launcher=launcher).run(scenario)
     assert not outcome.ok and outcome.phases == []
     assert [h.gap for h in outcome.harness_problems] == ([harness] if harness else [])

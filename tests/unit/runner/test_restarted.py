@@ -7,10 +7,10 @@ from pathlib import Path
 
 from zephon_chaos.faults.restart import MET_ROUND, attempt_dir
 from zephon_chaos.launch.result import GroupResult
-from zephon_chaos.problem import Area, Kind
+from zephon_chaos.problem import Area, ProblemKind
 from zephon_chaos.runner.outcome import ScenarioOutcome
 from zephon_chaos.runner.resume import Resume, restarted_attempt
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import RecordWriter
 from zephon_chaos.workload.spec import PipelineSpec, RankFault, WorkloadSpec
 
@@ -27,7 +27,7 @@ def judged(tmp_path: Path, attempts: int) -> tuple[ScenarioOutcome, object]:
     fault = RankFault(1, 0, "exit", restart=0)
     scenario = Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(Phase(2, 2, rank_faults=(fault,), max_restarts=attempts - 1),),
+        launches=(Launch(2, 2, rank_faults=(fault,), max_restarts=attempts - 1),),
     ).validate()
     out = tmp_path / "phase0"
     for attempt in range(attempts):
@@ -57,5 +57,5 @@ def test_the_attempt_the_fault_spared_is_judged_with_the_round_it_met(tmp_path: 
 def test_an_attempt_torchrun_restarted_again_ends_the_launch_failed(tmp_path: Path) -> None:
     _, restarted = judged(tmp_path, 3)
     failed = restarted.failed  # type: ignore[attr-defined]
-    assert failed is not None and failed.is_(Area.LAUNCH, Kind.FAILED)
+    assert failed is not None and failed.is_(Area.LAUNCH, ProblemKind.FAILED)
     assert "Timed out 9" in failed.text, "the spared attempt's own error, the trigger's words"

@@ -9,7 +9,7 @@ import pytest
 from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.oracles.checkpoints import CheckpointFacts, CheckpointVerdict
 from zephon_chaos.runner import PhaseRun, Resume, surviving_checkpoint
-from zephon_chaos.scenario import Phase
+from zephon_chaos.scenario import Launch
 from zephon_chaos.workload.spec import CheckpointAt, WorkloadSpec
 
 
@@ -53,7 +53,7 @@ def test_expected_lane_counts_follow_the_checkpoint_restored(tmp_path: Path) -> 
     taken = [facts(0, [0, 1], lanes=1), facts(1, [1], lanes=2)]
     result = GroupResult("g", [1], [], False, 1.0, tmp_path, [])
     run = PhaseRun(
-        0, Phase(2, 3, spec.checkpoints), spec, result, [], CheckpointVerdict(False, taken)
+        0, Launch(2, 3, spec.checkpoints), spec, result, [], CheckpointVerdict(False, taken)
     )
     track = Resume()
     assert run.restore_index == 0
@@ -66,6 +66,6 @@ def test_what_the_verdict_compares_names_the_launch_it_is_of(tmp_path: Path) -> 
     spec = WorkloadSpec(steps=2, checkpoints=(CheckpointAt(1),), out_dir=str(tmp_path))
     result = GroupResult("g", [0], [], False, 1.0, tmp_path, [])
     taken = CheckpointVerdict(True, [facts(0, [0, 1], lanes=1)])
-    runs = [PhaseRun(i, Phase(2, 2, spec.checkpoints), spec, result, [], taken) for i in (0, 1)]
+    runs = [PhaseRun(i, Launch(2, 2, spec.checkpoints), spec, result, [], taken) for i in (0, 1)]
     track = Resume().keep(runs[0], 0).keep_all(runs[1], range(2), [])
     assert [(k.phase, k.keep_before_checkpoint) for k in track.kept] == [(0, 1), (1, None)]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from zephon_chaos.harness_problem import HarnessGap
 from zephon_chaos.launch import GroupResult, LaunchSpec
+from zephon_chaos.launch.launch_spec import Formation
 from zephon_chaos.launch.result import RankOutcome
-from zephon_chaos.launch.spec import Formation
 from zephon_chaos.runner import ScenarioRunner
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import BEGAN_RECORD, RecordWriter
 from zephon_chaos.workload.spec import PipelineSpec
 
@@ -49,7 +49,7 @@ class Launches:
 
 
 SCENARIO = Scenario(
-    pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=2.0), phases=(Phase(2, 1),)
+    pipeline=PipelineSpec(canonical_replicas=2, aggregate_timeout_s=2.0), launches=(Launch(2, 1),)
 )
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from zephon_chaos.launch.result import GroupResult
 from zephon_chaos.oracles.checkpoints import CheckpointVerdict
-from zephon_chaos.problem import Area, Kind
+from zephon_chaos.problem import Area, ProblemKind
 from zephon_chaos.runner.outcome import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.verify import (
     MAX_CHECKPOINTS,
@@ -23,12 +23,12 @@ from zephon_chaos.runner.verify import (
     verify_run,
     verify_worlds,
 )
-from zephon_chaos.scenario import Phase, Scenario
+from zephon_chaos.scenario import Launch, Scenario
 from zephon_chaos.workload.records import Batch, CheckpointEvent, RankRecord
 from zephon_chaos.workload.spec import CheckpointAt, PipelineSpec, RankLag, WorkloadSpec
 
 CHECKPOINTS = (CheckpointAt(1), CheckpointAt(2), CheckpointAt(3))
-DRIFTED = Phase(
+DRIFTED = Launch(
     2, 3, CHECKPOINTS, retry="independent", sync="free", lags=(RankLag(1, checkpoint=0, by=1),)
 )
 
@@ -50,7 +50,7 @@ def drifted_records() -> list[RankRecord]:
     ]
 
 
-def phase_run(tmp_path: Path, records: list[RankRecord], phase: Phase = DRIFTED) -> PhaseRun:
+def phase_run(tmp_path: Path, records: list[RankRecord], phase: Launch = DRIFTED) -> PhaseRun:
     spec = WorkloadSpec(
         steps=3, checkpoints=CHECKPOINTS, out_dir=str(tmp_path / "phase0"), retry="independent"
     )
@@ -69,17 +69,17 @@ def persisted(run: PhaseRun, *held: tuple[int, int]) -> None:
     ("phase", "judged"),
     [
         (DRIFTED, True),
-        (Phase(2, 3, CHECKPOINTS, retry="skip", sync="free", lags=(RankLag(1),)), False),
-        (Phase(2, 3, CHECKPOINTS, retry="independent", sync="free"), False),
-        (Phase(2, 3, CHECKPOINTS), False),
+        (Launch(2, 3, CHECKPOINTS, retry="skip", sync="free", lags=(RankLag(1),)), False),
+        (Launch(2, 3, CHECKPOINTS, retry="independent", sync="free"), False),
+        (Launch(2, 3, CHECKPOINTS), False),
     ],
     ids=["independent-beside-a-lag", "skip-beside-a-lag", "independent-alone", "lockstep"],
 )
 def test_only_ranks_that_retry_alone_beside_a_lag_are_judged_by_resuming(
-    phase: Phase, judged: bool
+    phase: Launch, judged: bool
 ) -> None:
     assert judged_by_resuming(phase) is judged
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(phase,))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(phase,))
     assert reference_margin(scenario) == (VERIFY_STEPS if judged else 0)
 
 
@@ -120,11 +120,13 @@ def test_one_checkpoint_returned_at_two_positions_of_a_lane_is_a_problem(tmp_pat
     run = phase_run(tmp_path, records)
     persisted(run, (0, 0))
     problems = plan(run, 2, None).problems
-    assert [(p.area, p.kind, p.rank) for p in problems] == [(Area.VERIFY, Kind.INCONSISTENT, 1)]
+    assert [(p.area, p.kind, p.rank) for p in problems] == [
+        (Area.VERIFY, ProblemKind.INCONSISTENT, 1)
+    ]
 
 
 def test_nothing_is_planned_for_a_launch_not_judged_by_resuming(tmp_path: Path) -> None:
-    run = phase_run(tmp_path, drifted_records(), Phase(2, 3, CHECKPOINTS))
+    run = phase_run(tmp_path, drifted_records(), Launch(2, 3, CHECKPOINTS))
     assert plan(run, 2, None).targets == ()
 
 
@@ -133,17 +135,17 @@ def test_nothing_is_planned_for_a_launch_not_judged_by_resuming(tmp_path: Path) 
     [
         (2, 2, None, [(2, 1), (1, 1)]),
         (1, 2, None, [(1, 1), (2, 1)]),
-        (2, 4, Phase(3, 1), [(2, 1), (3, 1)]),
-        (2, 4, Phase(2, 1), [(2, 1), (1, 1)]),
-        (2, 2, Phase(3, 1, expect_failure=True), [(2, 1), (1, 1)]),
+        (2, 4, Launch(3, 1), [(2, 1), (3, 1)]),
+        (2, 4, Launch(2, 1), [(2, 1), (1, 1)]),
+        (2, 2, Launch(3, 1, expect_failure=True), [(2, 1), (1, 1)]),
         (1, 1, None, [(1, 1)]),
     ],
     ids=["one-fewer", "one-more", "the-next-launch", "next-is-the-same", "next-refused", "none"],
 )
 def test_a_checkpoint_is_resumed_on_its_own_world_size_and_another(
-    world: int, c: int, following: Phase | None, expected: list[tuple[int, int]]
+    world: int, c: int, following: Launch | None, expected: list[tuple[int, int]]
 ) -> None:
-    assert verify_worlds(Phase(world, 3, CHECKPOINTS), c, following) == expected
+    assert verify_worlds(Launch(world, 3, CHECKPOINTS), c, following) == expected
 
 
 def batches(lane: int, ids: list[int]) -> list[Batch]:
@@ -177,7 +179,7 @@ def test_the_runner_records_each_verification_launch_and_its_verdict(tmp_path: P
     records, so each group 'ran' nothing: each verdict then finds the lanes short)."""
     run = phase_run(tmp_path, drifted_records())
     persisted(run, (1, 0), (2, 0), (0, 1), (1, 1))
-    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), phases=(DRIFTED,))
+    scenario = Scenario(pipeline=PipelineSpec(canonical_replicas=2), launches=(DRIFTED,))
     outcome = ScenarioOutcome(scenario, None)
     launched: list[tuple[str, int, str | None]] = []
 

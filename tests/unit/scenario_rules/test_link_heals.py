@@ -8,7 +8,8 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError
+from tests.unit.scenario_files import written_as
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, ScenarioError
 from zephon_chaos.scenario_rules import Rule, normalised, violations
 from zephon_chaos.workload.spec import NEVER, ROUND_END, CheckpointAt, PipelineSpec
 
@@ -18,16 +19,16 @@ HEALED = ProxyFault(1, "reset_peer", {"timeout": 0}, at="shard", until=ROUND_END
 def launch(fault: ProxyFault) -> Scenario:
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=2),
-        phases=(
-            Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
-            Phase(2, 2),
+        launches=(
+            Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), proxy_faults=(fault,)),
+            Launch(2, 2),
         ),
     )
 
 
 def test_a_down_or_reset_at_a_round_point_may_heal() -> None:
     for fault in (HEALED, replace(HEALED, toxic="down", attributes={})):
-        assert launch(fault).validate().phases[0].proxy_faults == (fault,)
+        assert launch(fault).validate().launches[0].proxy_faults == (fault,)
 
 
 @pytest.mark.parametrize(
@@ -54,25 +55,24 @@ def test_a_heal_that_cannot_hold_is_refused_naming_its_rule(fault: ProxyFault, r
     ],
 )
 def test_normalising_keeps_the_fault_and_drops_a_heal_it_cannot_have(fault: ProxyFault) -> None:
-    (kept,) = normalised(launch(fault)).phases[0].proxy_faults
+    (kept,) = normalised(launch(fault)).launches[0].proxy_faults
     assert kept == replace(fault, until=NEVER)
 
 
 def test_a_reset_at_start_moved_to_the_first_round_keeps_its_heal() -> None:
-    (kept,) = normalised(launch(replace(HEALED, rank=0, at="start"))).phases[0].proxy_faults
+    (kept,) = normalised(launch(replace(HEALED, rank=0, at="start"))).launches[0].proxy_faults
     assert (kept.at, kept.until) == ("announce", ROUND_END)
 
 
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_file_written_before_heals_loads_with_every_fault_to_the_end(version: int) -> None:
-    raw = json.loads(launch(HEALED).to_json())
+    raw = written_as(json.loads(launch(HEALED).to_json()), version)
     del raw["phases"][0]["proxy_faults"][0]["until"]
-    raw["version"] = version
     if version == 1:
         raw.pop("deployment")
     loaded = Scenario.from_json(json.dumps(raw))
-    assert loaded.phases[0].proxy_faults[0].until == NEVER
-    assert asdict(loaded.phases[0].proxy_faults[0]) == {**asdict(HEALED), "until": NEVER}
+    assert loaded.launches[0].proxy_faults[0].until == NEVER
+    assert asdict(loaded.launches[0].proxy_faults[0]) == {**asdict(HEALED), "until": NEVER}
 
 
 def test_a_heal_round_trips() -> None:

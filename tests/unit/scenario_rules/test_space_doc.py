@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from zephon_chaos.inproc import inproc_refused
-from zephon_chaos.scenario import Phase, ProxyFault, Scenario, ScenarioError, StoreFault
+from zephon_chaos.scenario import Launch, ProxyFault, Scenario, ScenarioError, StoreFault
 from zephon_chaos.scenario_rules import Rule, normalised
 from zephon_chaos.workload.spec import (
     STAGE_RULES,
@@ -89,7 +89,7 @@ def _store_pair(
     harness's), the first faulted by ``first``."""
     return Scenario(
         pipeline=PipelineSpec(canonical_replicas=4, runner=runner, aggregation=aggregation),  # type: ignore[arg-type]
-        phases=(Phase(2, 3, (CheckpointAt(1), CheckpointAt(2)), **first), Phase(2, 2)),  # type: ignore[arg-type]
+        launches=(Launch(2, 3, (CheckpointAt(1), CheckpointAt(2)), **first), Launch(2, 2)),  # type: ignore[arg-type]
         persist_format=persist,
     )
 
@@ -108,7 +108,7 @@ REFUSED = {
     "lag-tp-peers": _store_pair(sync="free", lags=(RankLag(1),), retry="independent", tp=2),
     "link-fault-one-rank": Scenario(
         pipeline=PipelineSpec(canonical_replicas=4),
-        phases=(Phase(1, 2, (CheckpointAt(1),), proxy_faults=(LINK,)),),
+        launches=(Launch(1, 2, (CheckpointAt(1),), proxy_faults=(LINK,)),),
     ),
 }
 

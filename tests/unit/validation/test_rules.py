@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.patched import installed_patches
+from zephon_chaos.validation.conditions import uri_verdict
 from zephon_chaos.validation.configs import zephon_configs
 from zephon_chaos.validation.doc import render_validation_doc
 from zephon_chaos.validation.judge import compare, predict
@@ -32,14 +33,13 @@ from zephon_chaos.validation.model import (
     StoreUri,
     ZephonConfig,
 )
-from zephon_chaos.validation.predicates import uri_verdict
 from zephon_chaos.validation.recipe_rules import RECIPE_RULES
 from zephon_chaos.validation.rules import (
     RULES_BY_ID,
     ZEPHON_RULES,
     ZEPHON_VERSION,
     Citation,
-    Kind,
+    Reaction,
     ZephonRule,
 )
 
@@ -61,9 +61,9 @@ def test_witness_shows_its_row(rule: ZephonRule) -> None:
     """Each row's witness is a configuration the row is about, and predict says so."""
     assert rule.applies(rule.witness), f"{rule.id}: its witness doesn't meet its condition"
     error, warnings = _predicted_ids(predict(rule.witness))
-    if rule.kind is Kind.ERROR:
+    if rule.kind is Reaction.ERROR:
         assert error == rule.id, f"{rule.id}: predict names {error} for the witness"
-    elif rule.kind is Kind.WARNING:
+    elif rule.kind is Reaction.WARNING:
         assert rule.id in warnings, f"{rule.id}: predict expects warnings {warnings}"
     else:
         assert error is None, f"{rule.id} is accepted, yet predict expects {error}"
@@ -71,7 +71,7 @@ def test_witness_shows_its_row(rule: ZephonRule) -> None:
 
 def test_rows_follow_zephon_check_order() -> None:
     """predict relies on the rows being grouped by moment, in the order of a pipeline's life."""
-    moments = [r.moment for r in ZEPHON_RULES if r.kind is not Kind.ACCEPTED]
+    moments = [r.moment for r in ZEPHON_RULES if r.kind is not Reaction.ACCEPTED]
     ranks = [MOMENT_ORDER.index(m) for m in moments if m is not None]
     assert ranks == sorted(ranks), "rows must be ordered by moment"
     assert len(moments) == len(ranks), "error and warning rows need a moment"
@@ -325,9 +325,9 @@ def test_strategies_reach_every_row_and_stay_cheap() -> None:
         seen.update(warnings)
 
     collect()
-    missing = {r.id for r in ZEPHON_RULES if r.kind is not Kind.ACCEPTED} - set(seen)
+    missing = {r.id for r in ZEPHON_RULES if r.kind is not Reaction.ACCEPTED} - set(seen)
     assert not missing, f"no generated configuration reaches {sorted(missing)}"
-    runs = sum(seen[k] for k in seen if k is None or RULES_BY_ID[k].kind is Kind.ERROR)
+    runs = sum(seen[k] for k in seen if k is None or RULES_BY_ID[k].kind is Reaction.ERROR)
     assert seen["Z22"] / runs < 0.05, f"unreachable stores: {seen['Z22']} of {runs}"
     assert seen["Z30"] / runs < 0.15, f"lone-rank checkpoints: {seen['Z30']} of {runs}"
     assert seen[None] / runs > 0.15, f"too few clean runs: {seen[None]} of {runs}"

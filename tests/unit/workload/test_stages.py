@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zephon_chaos.scenario import Phase, Scenario, ScenarioError
+from zephon_chaos.scenario import Launch, Scenario, ScenarioError
 from zephon_chaos.workload.data import batch_ids, build_pipeline, segment_id, tokenized
 from zephon_chaos.workload.records import SampleId
 from zephon_chaos.workload.spec import (
@@ -117,20 +117,20 @@ def test_without_packing_the_ids_are_zephons_own_and_a_shuffle_reorders_them(
     ],
 )
 def test_a_stage_no_pipeline_could_run_is_refused_by_name(stages: StagesSpec, field: str) -> None:
-    scenario = Scenario(data=DataSpec(stages=stages), phases=(Phase(world_size=1, steps=1),))
+    scenario = Scenario(data=DataSpec(stages=stages), launches=(Launch(world_size=1, steps=1),))
     with pytest.raises(ScenarioError, match=rf"data\.stages\.{field}:"):
         scenario.validate()
 
 
 def test_stages_round_trip_and_a_file_without_them_has_none() -> None:
     stages = StagesSpec(tokens=9, drop_every=3, pack="best_fit_wrap", shuffle="block")
-    scenario = Scenario(data=DataSpec(stages=stages), phases=(Phase(world_size=2, steps=2),))
+    scenario = Scenario(data=DataSpec(stages=stages), launches=(Launch(world_size=2, steps=2),))
     again = Scenario.from_json(scenario.to_json())
     assert again.data.stages == stages
     assert "stages tokens<=9 -1/3 -> pack best_fit_wrap(16) -> shuffle block(8)" in (
         again.summary()
     )
-    old = Scenario.from_json('{"phases": [{"world_size": 1, "steps": 1}]}')
+    old = Scenario.from_json('{"version": 3, "phases": [{"world_size": 1, "steps": 1}]}')
     assert old.data.stages == StagesSpec()
     assert "stages" not in old.summary()
 

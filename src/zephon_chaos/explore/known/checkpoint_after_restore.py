@@ -4,13 +4,13 @@ runs no round, so it cannot warn of a mid-window position."""
 from __future__ import annotations
 
 from zephon_chaos.explore.known.defect import KnownDefect, run_of
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
 
 
 def _checkpoint_before_first_batch(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A restored launch checkpoints before its first batch and no rank warns mid-window."""
-    if not problem.is_(Area.CHECKPOINT, Kind.NO_WARNING):
+    if not problem.is_(Area.CHECKPOINT, ProblemKind.NO_WARNING):
         return False
     run = run_of(outcome, problem)
     if run is None or not run.spec.restore_from:

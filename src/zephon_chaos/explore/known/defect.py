@@ -11,7 +11,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import PhaseRun, ScenarioOutcome
 from zephon_chaos.runner.hangs import HangSignature
 
@@ -54,14 +54,14 @@ def launch_failed(problem: Problem) -> bool:
     cause, or a fault that never fired (the launch failed before its point)."""
     return (
         problem.area is Area.LAUNCH
-        or problem.is_(Area.CRASH, Kind.EARLY_FAILURE)
-        or problem.is_(Area.REFUSAL, Kind.WRONG_ERROR)
-        or problem.is_(Area.FAULT, Kind.NO_CAUSE, Kind.NO_EVIDENCE)
+        or problem.is_(Area.CRASH, ProblemKind.EARLY_FAILURE)
+        or problem.is_(Area.REFUSAL, ProblemKind.WRONG_ERROR)
+        or problem.is_(Area.FAULT, ProblemKind.NO_CAUSE, ProblemKind.NO_EVIDENCE)
     )
 
 
 def over_bound(problem: Problem) -> bool:
     """A faulted round's attempt, or a wait, longer than its bound."""
-    return problem.is_(Area.FAULT, Kind.SLOW_FAILURE) or problem.is_(
-        Area.LIVENESS, Kind.UNBOUNDED_WAIT
+    return problem.is_(Area.FAULT, ProblemKind.SLOW_FAILURE) or problem.is_(
+        Area.LIVENESS, ProblemKind.UNBOUNDED_WAIT
     )

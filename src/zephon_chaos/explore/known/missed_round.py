@@ -8,7 +8,7 @@ from __future__ import annotations
 from zephon_chaos.explore.known.defect import KnownDefect, run_of
 from zephon_chaos.oracles.healing import CallResult
 from zephon_chaos.oracles.policies import RoundOutcome
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
 
 MISMATCH = "last_round_id mismatch across shards"
@@ -17,7 +17,7 @@ MISMATCH = "last_round_id mismatch across shards"
 def _missed_round(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """An on-time round refused by the leader's merge for differing ``last_round_id``s, right
     after a round that failed (one some rank never joined)."""
-    if not problem.is_(Area.POLICY, Kind.ON_TIME_FAILURE) or problem.checkpoint is None:
+    if not problem.is_(Area.POLICY, ProblemKind.ON_TIME_FAILURE) or problem.checkpoint is None:
         return False
     index = problem.checkpoint
     run = run_of(outcome, problem)
@@ -36,8 +36,8 @@ def _poisoned_retry(outcome: ScenarioOutcome, problem: Problem) -> bool:
     launch the fault oracle, not the policy oracle, names the rank's error), or a late peer
     never joined it and met the retry on time (``independent`` retry beside a lag: the policy
     oracle's on-time meeting, named by the leader's checkpoint)."""
-    faulted = problem.is_(Area.FAULT, Kind.NO_CAUSE)
-    met = problem.is_(Area.POLICY, Kind.ON_TIME_FAILURE) and problem.checkpoint is not None
+    faulted = problem.is_(Area.FAULT, ProblemKind.NO_CAUSE)
+    met = problem.is_(Area.POLICY, ProblemKind.ON_TIME_FAILURE) and problem.checkpoint is not None
     run = run_of(outcome, problem) if faulted or met else None
     if run is None:
         return False
@@ -101,7 +101,11 @@ def _healed_link(outcome: ScenarioOutcome, problem: Problem) -> bool:
     ended) refused by the merge for differing ``last_round_id``s (the symptom)."""
     from zephon_chaos.oracles.healing import calls_of, heals_of, promised_call
 
-    run = run_of(outcome, problem) if problem.is_(Area.FAULT, Kind.NO_RECOVERY_AFTER_HEAL) else None
+    run = (
+        run_of(outcome, problem)
+        if problem.is_(Area.FAULT, ProblemKind.NO_RECOVERY_AFTER_HEAL)
+        else None
+    )
     if run is None:
         return False
     calls = [calls_of(rec) for rec in run.records]

@@ -4,13 +4,15 @@ raised in the MTP child, out of the caller's reach."""
 from __future__ import annotations
 
 from zephon_chaos.explore.known.defect import KnownDefect
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
 
 
 def _mtp_checkpoint(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """In ``mtp_mode`` no rank of the calling processes sees the mid-window warning."""
-    return outcome.scenario.pipeline.mtp_mode and problem.is_(Area.CHECKPOINT, Kind.NO_WARNING)
+    return outcome.scenario.pipeline.mtp_mode and problem.is_(
+        Area.CHECKPOINT, ProblemKind.NO_WARNING
+    )
 
 
 MTP_WARNING_STAYS_IN_CHILD = KnownDefect(

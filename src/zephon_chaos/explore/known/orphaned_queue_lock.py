@@ -9,7 +9,7 @@ from pathlib import Path
 from zephon_chaos.diagnostics.frames import ThreadStack, parse_stacks
 from zephon_chaos.diagnostics.stacks import Who
 from zephon_chaos.explore.known.defect import KnownDefect, run_of
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.runner.hangs import HangSignature
 from zephon_chaos.workload.records import CHILD_FAULT_RECORD, RankRecord
@@ -102,7 +102,7 @@ def _killed_workers(records: Iterable[RankRecord]) -> bool:
 def _orphaned_queue_lock(outcome: ScenarioOutcome, problem: Problem) -> bool:
     """A launch whose child fault killed workers hung, and its stacks show a replacement
     waiting for the task queue's read lock or the watchdog still re-dispatching."""
-    if not problem.is_(Area.LAUNCH, Kind.TIMEOUT):
+    if not problem.is_(Area.LAUNCH, ProblemKind.TIMEOUT):
         return False
     run = run_of(outcome, problem)
     if run is None or not run.phase.child_faults or not _killed_workers(run.records):

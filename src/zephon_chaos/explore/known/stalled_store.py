@@ -9,7 +9,7 @@ from typing import Any
 
 from zephon_chaos.diagnostics.frames import ThreadStack
 from zephon_chaos.explore.known.defect import KnownDefect, over_bound, run_of
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.runner import ScenarioOutcome
 from zephon_chaos.runner.hangs import HangSignature, LaunchContext
 
@@ -70,7 +70,7 @@ def _stalled_link(outcome: ScenarioOutcome, problem: Problem) -> bool:
     stalled (the fault's evidence says it acted): the stall is what held it."""
     from zephon_chaos.nemeses.scenario_proxy import FaultedLaunch
 
-    stalled = over_bound(problem) or problem.is_(Area.FAULT, Kind.HANG)
+    stalled = over_bound(problem) or problem.is_(Area.FAULT, ProblemKind.HANG)
     run = run_of(outcome, problem) if stalled else None
     fault = None if run is None else run.fault
     if not isinstance(fault, FaultedLaunch) or not fault.evidence:

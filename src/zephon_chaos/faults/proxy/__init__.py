@@ -1,10 +1,11 @@
 """A Toxiproxy-compatible proxy layer: an embedded server, a real one when configured, a client.
 
 Split as Toxiproxy itself is: ``api`` (routes and thin handlers) over ``transport`` (HTTP/1.1)
-with ``middleware`` (rules for every request); ``proxy`` (listeners, connections, the proxy
-collection); ``toxic_collection`` (a proxy's toxics, requests decoded and checked); ``link``
-(one direction with its toxic chain); ``toxics`` (one module per toxic); plus ``client`` (our
-typed client), ``embedded`` (server selection and lifetimes), ``options`` and ``cli``.
+with ``middleware`` (rules for every request) and ``api_errors`` (its error answers);
+``proxies`` (listeners, connections, the proxy collection); ``toxic_collection`` (a proxy's
+toxics, requests decoded and checked); ``link`` (one direction with its toxic chain);
+``toxics`` (one module per toxic); plus ``client`` (our typed client), ``embedded`` (server
+selection and lifetimes), ``options`` and ``cli``.
 
 The names below load on first use (PEP 562): the client pulls in ``requests`` (about 180 ms),
 and ``zephon-chaos`` imports ``options`` from here to build every command's parser.

@@ -13,7 +13,7 @@ import ipaddress
 import os
 import socket
 
-from zephon_chaos.faults.proxy.errors import ApiError, internal
+from zephon_chaos.faults.proxy.api_errors import ApiError, internal
 
 LISTEN_BACKLOG = 1024
 

@@ -2,7 +2,7 @@
 
 Status codes, JSON shapes and error texts are those of ``toxiproxy-server`` (v2): creating a
 proxy answers 201, creating a toxic 200, deletions 204; errors are Go's JSON envelope
-(:mod:`.middleware`). Decoding and checks live with the collections (:mod:`.proxy`,
+(:mod:`.middleware`). Decoding and checks live with the collections (:mod:`.proxies`,
 :mod:`.toxic_collection`); HTTP itself in :mod:`.transport`.
 
 One extension, on the embedded server only: ``GET /proxies/{name}/stats`` returns the proxy's
@@ -26,7 +26,7 @@ from zephon_chaos.faults.proxy.middleware import (
     stop_browsers,
     wrap,
 )
-from zephon_chaos.faults.proxy.proxy import ProxyCollection
+from zephon_chaos.faults.proxy.proxies import ProxyCollection
 from zephon_chaos.faults.proxy.router import Route, Router
 from zephon_chaos.faults.proxy.transport import (
     App,

@@ -14,7 +14,7 @@ import sys
 
 from zephon_chaos.faults.proxy.addresses import is_loopback
 from zephon_chaos.faults.proxy.api import TOXIPROXY_VERSION, serve
-from zephon_chaos.faults.proxy.errors import ApiError
+from zephon_chaos.faults.proxy.api_errors import ApiError
 from zephon_chaos.faults.proxy.options import add_arguments
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zephon_chaos.faults.proxy import gojson
-from zephon_chaos.faults.proxy.errors import ApiError
+from zephon_chaos.faults.proxy.api_errors import ApiError
 from zephon_chaos.faults.proxy.transport import App, Request, Response, plain_response
 
 log = logging.getLogger(__name__)

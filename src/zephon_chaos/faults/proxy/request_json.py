@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zephon_chaos.faults.proxy import gojson
-from zephon_chaos.faults.proxy.errors import BAD_REQUEST_BODY, MISSING_FIELD
+from zephon_chaos.faults.proxy.api_errors import BAD_REQUEST_BODY, MISSING_FIELD
 
 PROXY_FIELDS = {"name": "string", "listen": "string", "upstream": "string", "enabled": "bool"}
 _POPULATE_ITEM = 'struct { toxiproxy.Proxy; Enabled *bool "json:\\"enabled\\"" }'

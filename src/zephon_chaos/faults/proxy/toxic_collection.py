@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from zephon_chaos.faults.proxy import gojson, toxics
-from zephon_chaos.faults.proxy.errors import (
+from zephon_chaos.faults.proxy.api_errors import (
     INVALID_STREAM,
     INVALID_TOXIC_TYPE,
     TOXIC_ALREADY_EXISTS,
@@ -29,7 +29,7 @@ from zephon_chaos.faults.proxy.toxics import (
 
 if TYPE_CHECKING:
     from zephon_chaos.faults.proxy.link import Link
-    from zephon_chaos.faults.proxy.proxy import Proxy
+    from zephon_chaos.faults.proxy.proxies import Proxy
 
 _WRAPPER_FIELDS = {
     "attributes": "toxics.NoopToxic",

@@ -13,7 +13,7 @@ import pytest
 from zephon_chaos.explore.known import DEAD_ROUND_MEETS_RELAUNCH, FAILED_ROUND_OPEN_IN_DIR
 from zephon_chaos.explore.known.defect import KnownDefect
 from zephon_chaos.faults.leftover_round import LeftoverRound
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.workload.records import CheckpointEvent, RankRecord
 
 DEAD = "1796476068263634432"
@@ -27,8 +27,12 @@ REFUSED = (
 NOTICE = f"RuntimeError: Checkpoint round {DEAD} failed on leader: RuntimeError: Timed out"
 WAITED = f"RuntimeError: Timed out after 2.0s waiting for the outcome of round {DEAD}"
 LINES = (
-    Problem(Area.FAULT, Kind.NO_EVIDENCE, "rank fault raise at ack left no evidence", 1, 0, 1),
-    Problem(Area.FAULT, Kind.NO_CAUSE, "rank 0 failed with an error that names none", 1, 0, 0),
+    Problem(
+        Area.FAULT, ProblemKind.NO_EVIDENCE, "rank fault raise at ack left no evidence", 1, 0, 1
+    ),
+    Problem(
+        Area.FAULT, ProblemKind.NO_CAUSE, "rank 0 failed with an error that names none", 1, 0, 0
+    ),
 )
 
 
@@ -37,7 +41,7 @@ def attempt(n: int, error: str) -> dict[str, Any]:
 
 
 def relaunch(first: str, *, failed: bool = True, met: str = DEAD, cleared: bool = False) -> object:
-    """Phase 1, a relaunch that met round ``met``: rank 1's first lockstep attempt of checkpoint
+    """Launch 1, a relaunch that met round ``met``: rank 1's first lockstep attempt of checkpoint
     0 fails with ``first``, its retry (the checkpoint's error, and the rank's) with the merge's
     refusal of its own round."""
     last = f"RuntimeError: Checkpoint round {OWN} failed on leader: {REFUSED}"

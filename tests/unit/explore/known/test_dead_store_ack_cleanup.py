@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from tests.unit.explore.test_known import _killed_at
 from zephon_chaos.explore.known import DEAD_STORE_ACK_CLEANUP
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 
 SLOW_LEADER = Problem(
     Area.FAULT,
-    Kind.SLOW_FAILURE,
+    ProblemKind.SLOW_FAILURE,
     "rank 0 took 9.8s to fail one attempt, over the bound 9.0s",
     phase=0,
     checkpoint=0,

@@ -14,12 +14,12 @@ from zephon_chaos.explore.known import (
     MISMATCH,
     MISSED_ROUND_POISONS_NEXT,
 )
-from zephon_chaos.problem import Area, Kind, Problem
+from zephon_chaos.problem import Area, Problem, ProblemKind
 from zephon_chaos.workload.records import LINK_HEALED_RECORD, CheckpointEvent, RankRecord
 
 REFUSED = f"RuntimeError: cannot merge 2 aggregation state shards:\n  - {MISMATCH}: {{None, '1'}}"
 LINE = Problem(
-    Area.FAULT, Kind.NO_RECOVERY_AFTER_HEAL, "no recovery", phase=0, checkpoint=0, rank=0
+    Area.FAULT, ProblemKind.NO_RECOVERY_AFTER_HEAL, "no recovery", phase=0, checkpoint=0, rank=0
 )
 HEAL = {"kind": LINK_HEALED_RECORD, "index": 0, "attempt": 1, "phase": "announce", "n": 1}
 
@@ -84,7 +84,7 @@ def test_the_healed_link_defect_explains_the_call_the_heal_oracle_judged() -> No
 
 def test_the_healed_link_defect_explains_only_the_heal_oracles_problem() -> None:
     found = outcome(True, "RuntimeError: TCPStore set failed", REFUSED)
-    other = Problem(Area.FAULT, Kind.NO_CAUSE, "no cause", phase=0, checkpoint=0, rank=0)
+    other = Problem(Area.FAULT, ProblemKind.NO_CAUSE, "no cause", phase=0, checkpoint=0, rank=0)
     assert not HEALED_LINK_POISONS_RETRY.explains(found, other)  # type: ignore[arg-type]
 
 
@@ -111,5 +111,5 @@ def test_an_on_time_meeting_with_a_retry_refused_for_its_round_id_is_the_missed_
     second: str, explained: bool
 ) -> None:
     found = met_on_time(second)
-    met = Problem(Area.POLICY, Kind.ON_TIME_FAILURE, "met on time", phase=0, checkpoint=0)
+    met = Problem(Area.POLICY, ProblemKind.ON_TIME_FAILURE, "met on time", phase=0, checkpoint=0)
     assert MISSED_ROUND_POISONS_NEXT.explains(found, met) is explained  # type: ignore[arg-type]

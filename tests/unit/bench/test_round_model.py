@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from zephon_chaos.bench.model import (
+from zephon_chaos.bench.round_model import (
     ONE_WRITE_LIMIT,
     Cpu,
     DirParams,

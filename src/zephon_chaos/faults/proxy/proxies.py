@@ -26,7 +26,7 @@ from zephon_chaos.faults.proxy.addresses import (
     split_host_port,
     strerror,
 )
-from zephon_chaos.faults.proxy.errors import (
+from zephon_chaos.faults.proxy.api_errors import (
     PROXY_ALREADY_EXISTS,
     PROXY_NOT_FOUND,
     ApiError,

@@ -21,7 +21,7 @@ from zephon_chaos.explore.happened import (
     Fault,
     FaultSource,
     Happened,
-    Launch,
+    LaunchHappened,
     Outcome,
     RankLane,
     happened,
@@ -118,7 +118,7 @@ def draw(model: Happened, title: str, subtitle: str = "") -> Figure:
     return fig
 
 
-def _launch(ax: Axes, launch: Launch, model: Happened, causes: dict[str, int]) -> None:
+def _launch(ax: Axes, launch: LaunchHappened, model: Happened, causes: dict[str, int]) -> None:
     here = [p for p in model.problems if p.phase == launch.index]
     b = model.batches
     right = _right_edge(launch)
@@ -153,7 +153,7 @@ def _rank_label(lane: RankLane) -> str:
 
 def _rank(
     ax: Axes,
-    launch: Launch,
+    launch: LaunchHappened,
     y: int,
     lane: RankLane,
     causes: dict[str, int],
@@ -363,7 +363,7 @@ def _exit(ax: Axes, where: str, y: int, lane: RankLane, at: float, causes: dict[
     )
 
 
-def _divergence(ax: Axes, launch: Launch, b: BatchViolation, right: float) -> None:
+def _divergence(ax: Axes, launch: LaunchHappened, b: BatchViolation, right: float) -> None:
     assert b.at is not None
     _, rank, at = b.at
     y = next(n for n, lane in enumerate(launch.ranks) if lane.rank == rank)
@@ -393,7 +393,7 @@ def _divergence(ax: Axes, launch: Launch, b: BatchViolation, right: float) -> No
     )
 
 
-def _right_edge(launch: Launch) -> float:
+def _right_edge(launch: LaunchHappened) -> float:
     """The axis' end: the launch's end and every drawn bound, with about two inches to their
     right for the labels there (an exit's, a bound's)."""
     ends = [launch.end_s]
@@ -407,7 +407,7 @@ def _right_edge(launch: Launch) -> float:
     return max(max(ends) * 1.28, 0.05)
 
 
-def _launch_title(launch: Launch) -> str:
+def _launch_title(launch: LaunchHappened) -> str:
     parts = [f"L{launch.index}  G={launch.world_size} C={launch.canonical_replicas}"]
     if launch.restored is not None:
         parts.append(f"restores L{launch.restored[0]} ckpt {launch.restored[1]}")
@@ -447,7 +447,7 @@ def _planned_text(fault: object) -> str:
     return type(fault).__name__
 
 
-def _causes(launches: tuple[Launch, ...]) -> dict[str, int]:
+def _causes(launches: tuple[LaunchHappened, ...]) -> dict[str, int]:
     """Each distinct error a failed or skipped call, or a rank's exit, recorded, numbered in
     order of appearance: the footer says them in full."""
     out: dict[str, int] = {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from zephon_chaos.inproc.group import RankThreads
+from zephon_chaos.inproc.rank_group import RankThreads
 
 
 def test_a_thread_counts_as_a_rank_only_while_it_runs_one() -> None:

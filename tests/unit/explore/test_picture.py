@@ -13,7 +13,7 @@ from matplotlib.text import Text
 
 from tests.unit.explore import synthetic
 from zephon_chaos.explore.happened import happened
-from zephon_chaos.explore.timeline import BAD, draw, plot_timeline
+from zephon_chaos.explore.picture import BAD, draw, plot_timeline
 from zephon_chaos.runner import ScenarioOutcome
 
 CASES: dict[str, tuple[Callable[[Path], ScenarioOutcome], set[str], set[str]]] = {

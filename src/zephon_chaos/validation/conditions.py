@@ -13,7 +13,7 @@ from zephon_chaos.validation.model import (
     StoreUri,
     ZephonConfig,
 )
-from zephon_chaos.validation.values import (
+from zephon_chaos.validation.value_sets import (
     AGGREGATE_COMPRESSORS,
     AGGREGATE_SERIALIZERS,
     REMOVED_OPTIONS,
